@@ -1,0 +1,33 @@
+# Two commands: `make demo` (the main job) and `make test` (the full suite). Both create .venv
+# if missing and install the package with its compiled extensions first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SOURCES := $(wildcard pyproject.toml setup.py render/*.pyx)
+
+.PHONY: demo test install bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(PY) $(SOURCES)
+	$(PY) -m pip install --upgrade pip "setuptools>=68" wheel "cython>=3.0" "numpy>=1.26"
+	$(PY) -m pip install --no-build-isolation -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m visgym.bridges.cli demo --out demo_out
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m visgym.bench step --env maze_2d/easy --batch 1,16,256,1024
+
+clean:
+	rm -rf $(VENV) build *.egg-info demo_out
+	find . -name '*.so' -delete
+	find . -name '__pycache__' -type d -prune -exec rm -rf {} +

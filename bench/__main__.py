@@ -1,0 +1,17 @@
+"""Entry point of ``python -m visgym.bench``: dispatches to the benchmark suites."""
+import argparse
+import sys
+
+from . import step
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m visgym.bench")
+    sub = parser.add_subparsers(dest="suite", required=True)
+    step.add_parser(sub)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

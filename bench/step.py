@@ -1,0 +1,150 @@
+"""Step throughput: env-steps/s with up-to-date frames for several batch sizes, the single
+gymnasium env's per-step latency, and the memory-bandwidth ceiling measured in the same run (how
+many frames per second this machine can merely copy), with the ratio between the two.
+
+Compile time (first reset and step, Numba JIT or cache load) is reported apart from step time.
+Actions are random valid moves with a stop now and then; episodes auto-reset (next-step mode) when
+they stop or reach the step budget, so resets and their full redraws are part of the figure.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+
+import numpy as np
+
+
+def _machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import numba
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "numpy": np.__version__, "numba": numba.__version__}
+
+
+def _action_pool(env, rng, size=4096):
+    """Random well-formed actions of the env's grammar, mostly moves, about 1 in 40 a stop."""
+    from ..bridges.gym import ActionText
+
+    space = ActionText(env.grammar, seed=int(rng.integers(2**31)))
+    pool = []
+    while len(pool) < size:
+        action = space.sample()
+        if "stop" in action and rng.random() > 0.05:
+            continue
+        pool.append(action)
+    return pool
+
+
+def bench_batch(env_id: str, batch: int, seconds: float, seed: int = 0) -> dict:
+    from .. import make
+
+    rng = np.random.default_rng(seed)
+    env = make(env_id, num_envs=batch)
+    pool = _action_pool(env, rng)
+    t0 = time.perf_counter()
+    env.reset(seeds=range(batch))
+    env.step(pool[:batch] if batch <= len(pool) else [pool[0]] * batch)
+    compile_s = time.perf_counter() - t0
+    # Pre-build action lists so the loop measures the env, not list construction.
+    lists = [[pool[j] for j in rng.integers(len(pool), size=batch)] for _ in range(64)]
+    steps = 0
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    while True:
+        for actions in lists:
+            env.step(actions)
+        steps += len(lists)
+        if time.perf_counter() >= deadline:
+            break
+    elapsed = time.perf_counter() - t0
+    return {"batch": batch, "env_steps_per_s": steps * batch / elapsed,
+            "step_call_us": elapsed / steps * 1e6, "compile_s": compile_s,
+            "frame_shape": list(env.frame_shape)}
+
+
+def bench_single_gym(env_id: str, seconds: float) -> dict:
+    import gymnasium
+
+    import visgym  # noqa: F401  (registers the ids)
+
+    env = gymnasium.make(env_id).unwrapped
+    env.reset(seed=0)
+    rng = np.random.default_rng(1)
+    pool = _action_pool(env.batch, rng)
+    for a in pool[:100]:
+        env.step(a)
+    steps = 0
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    while time.perf_counter() < deadline:
+        for a in pool[:256]:
+            _, _, terminated, truncated, _ = env.step(a)
+            if terminated or truncated:
+                env.reset()
+        steps += 256
+    elapsed = time.perf_counter() - t0
+    return {"step_us": elapsed / steps * 1e6, "steps_per_s": steps / elapsed}
+
+
+def bench_copy_ceiling(frame_shape, seconds: float) -> dict:
+    """Frames per second that plain memcpy of frame-sized buffers achieves (256-frame batches,
+    larger than the caches, so this is the memory bandwidth)."""
+    src = np.random.default_rng(0).integers(0, 255, (256, *frame_shape), dtype=np.uint8)
+    dst = np.empty_like(src)
+    copies = 0
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    while time.perf_counter() < deadline:
+        np.copyto(dst, src)
+        copies += src.shape[0]
+    elapsed = time.perf_counter() - t0
+    return {"frames_per_s": copies / elapsed,
+            "gb_per_s": copies * src[0].nbytes / elapsed / 1e9}
+
+
+def run(args) -> int:
+    batches = [int(b) for b in args.batch.split(",")]
+    report = {"machine": _machine(), "env": args.env, "results": []}
+    m = report["machine"]
+    print(f"machine: {m['cpu']}, {m['cores']} cores, python {m['python']}, numpy {m['numpy']}, "
+          f"numba {m['numba']}")
+    print(f"env: {args.env}, {args.seconds:.1f} s per measurement, random valid actions, "
+          f"next-step autoreset")
+    rows = [bench_batch(args.env, b, args.seconds) for b in batches]
+    ceiling = bench_copy_ceiling(tuple(rows[0]["frame_shape"]), args.seconds)
+    single = bench_single_gym(args.env, args.seconds)
+    print(f"frame {rows[0]['frame_shape']}; copy ceiling: {ceiling['frames_per_s']:,.0f} "
+          f"frames/s ({ceiling['gb_per_s']:.1f} GB/s)")
+    print(f"{'batch':>7} {'env-steps/s':>14} {'us/step call':>13} {'vs copy':>8} {'compile s':>10}")
+    for r in rows:
+        r["ratio_to_copy_ceiling"] = r["env_steps_per_s"] / ceiling["frames_per_s"]
+        print(f"{r['batch']:>7} {r['env_steps_per_s']:>14,.0f} {r['step_call_us']:>13.1f} "
+              f"{r['ratio_to_copy_ceiling']:>8.2f} {r['compile_s']:>10.2f}")
+    print(f"single gymnasium env: {single['step_us']:.1f} us/step "
+          f"({single['steps_per_s']:,.0f} steps/s)")
+    report["results"] = rows
+    report["copy_ceiling"] = ceiling
+    report["single_gym"] = single
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("step", help="env-steps/s with frames per batch size")
+    p.add_argument("--env", default="maze_2d/easy")
+    p.add_argument("--batch", default="1,16,256,1024")
+    p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--json", default=None)
+    p.set_defaults(run=run)

@@ -1,0 +1,201 @@
+"""The gymnasium face: a single-episode ``gymnasium.Env``, a ``gymnasium.vector.VectorEnv``, and
+the registration of every implemented id (``gymnasium.make("maze_2d/easy")``,
+``gymnasium.make_vec("maze_2d/easy", num_envs=64)``).
+
+Both are thin layers over BatchEnv: the single env is a BatchEnv with B = 1 and the vector env
+forwards whole batches. Actions are the reference's action strings; the action space is
+``ActionText``, whose samples are well-formed random actions of the family's grammar. The single
+env offers the reference's extra methods (``get_prompt``, ``solve``, ``get_init_state``,
+``reset(init_state=...)``) and the ``env_feedback`` attribute.
+
+Budget: like the evaluation harness (and unlike the reference env, which never truncates), an
+episode is truncated after 20 steps on easy and 30 on hard; pass ``max_steps=None`` to disable.
+"""
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+from ..core import registry
+from ..core.grammar import FloatVector, IntChoice, IntVector, Permutation, StopToken
+
+
+class ActionText(spaces.Space):
+    """The strings a family's env accepts. ``sample()`` draws an action uniformly among the
+    grammar's names and a payload uniformly from its kind, written as the reference writes
+    actions, e.g. ``"('move', 2)"``. ``contains`` is True for strings that parse to a valid action."""
+
+    def __init__(self, grammar, seed=None):
+        super().__init__(shape=None, dtype=None, seed=seed)
+        self.grammar = grammar
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def sample(self, mask=None, probability=None) -> str:
+        rng = self.np_random
+        spec = self.grammar.actions[int(rng.integers(len(self.grammar.actions)))]
+        kind = spec.payload
+        if isinstance(kind, IntChoice):
+            payload = int(kind.start + rng.integers(kind.n))
+        elif isinstance(kind, StopToken):
+            payload = "stop"
+        elif isinstance(kind, FloatVector):
+            payload = [round(float(v), 3) for v in rng.uniform(kind.low, kind.high, kind.length)]
+        elif isinstance(kind, IntVector):
+            payload = [int(v) for v in rng.integers(kind.low, kind.high + 1, kind.length)]
+        elif isinstance(kind, Permutation):
+            payload = [int(v) + kind.start for v in rng.permutation(kind.n)]
+        else:
+            raise TypeError(f"ActionText cannot sample payload kind {type(kind).__name__}")
+        return self.grammar.format_action(spec.name, payload)
+
+    def contains(self, x) -> bool:
+        return isinstance(x, str) and self.grammar.parse_one(x)[3] == 0
+
+    def __repr__(self) -> str:
+        return f"ActionText({list(self.grammar.names)})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ActionText) and other.grammar is self.grammar
+
+
+def _budget(env_id: str, max_steps):
+    return registry.spec(env_id).default_max_steps if max_steps == "default" else max_steps
+
+
+class VisGymEnv(gymnasium.Env):
+    """One episode of a visgym family as a gymnasium Env (a BatchEnv with B = 1)."""
+
+    metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 4}
+
+    def __init__(self, env_id: str, render_mode: str | None = "rgb_array",
+                 max_steps: int | None | str = "default", **params):
+        if render_mode not in (None, "rgb_array", "ansi"):
+            raise ValueError(f"render_mode: expected 'rgb_array', 'ansi' or None, got {render_mode!r}")
+        seed = params.pop("seed", None)
+        self.env_id = env_id
+        self.batch = registry.make(env_id, 1, max_steps=_budget(env_id, max_steps),
+                                   autoreset="disabled", seed=seed, **params)
+        family = self.batch.family
+        if render_mode == "ansi" and not family.has_text_mode:
+            raise ValueError(f"render_mode: {family.name} has no ansi rendering")
+        self.render_mode = render_mode
+        self.metadata = dict(self.metadata)
+        self.metadata["render_modes"] = ["rgb_array", "ansi"] if family.has_text_mode else ["rgb_array"]
+        height, width, _ = self.batch.frame_shape
+        self.observation_space = spaces.Box(0, 255, (height, width, 3), np.uint8)
+        self.action_space = ActionText(family.grammar)
+        self.env_feedback = None
+        self._seed_seq = np.random.SeedSequence(seed)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None,
+              init_state: dict | None = None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self._seed_seq = np.random.SeedSequence(seed)
+            episode_seed = seed
+        else:
+            episode_seed = int(self._seed_seq.spawn(1)[0].generate_state(1, np.uint64)[0])
+        init_states = None if init_state is None else [init_state]
+        frames, info = self.batch.reset(seeds=[episode_seed], init_states=init_states)
+        self.env_feedback = None
+        return frames[0].copy(), self._single_info(info, "")
+
+    def step(self, action: str):
+        frames, reward, terminated, truncated, info = self.batch.step([action])
+        self.env_feedback = info["feedback"][0]
+        return (frames[0].copy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]),
+                self._single_info(info, self.env_feedback))
+
+    @staticmethod
+    def _single_info(info: dict, feedback: str) -> dict:
+        return {"env_feedback": feedback, "success": bool(info["success"][0]),
+                "step": int(info["step"][0])}
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return self.batch.render_text()[0]
+        if self.render_mode is None:
+            return None
+        return self.batch.frames[0].copy()
+
+    def get_prompt(self, text_mode: bool | None = None) -> str:
+        if text_mode is None:
+            text_mode = self.render_mode == "ansi"
+        return self.batch.prompt(text_mode=text_mode)
+
+    def solve(self, strategy: str | None = None, num_steps: int | None = None) -> list[str]:
+        return self.batch.solve(strategy=strategy, num_steps=num_steps)[0]
+
+    def get_init_state(self) -> dict:
+        return self.batch.state_dicts()[0]
+
+    def goal_frame(self) -> np.ndarray:
+        return self.batch.goal_frames()[0]
+
+
+class VisGymVectorEnv(VectorEnv):
+    """A BatchEnv as a gymnasium VectorEnv (next-step autoreset). Infos follow gymnasium's
+    vector convention: ``info[key]`` an array over envs and ``info["_" + key]`` its mask."""
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"]}
+
+    def __init__(self, env_id: str, num_envs: int = 1, max_steps: int | None | str = "default",
+                 render_mode: str | None = "rgb_array", **params):
+        seed = params.pop("seed", None)
+        self.env_id = env_id
+        self.batch = registry.make(env_id, num_envs, max_steps=_budget(env_id, max_steps),
+                                   autoreset="next_step", seed=seed, **params)
+        self.num_envs = self.batch.num_envs
+        self.render_mode = render_mode
+        height, width, _ = self.batch.frame_shape
+        self.single_observation_space = spaces.Box(0, 255, (height, width, 3), np.uint8)
+        self.observation_space = spaces.Box(0, 255, (self.num_envs, height, width, 3), np.uint8)
+        self.single_action_space = ActionText(self.batch.family.grammar)
+        self.action_space = spaces.Tuple([ActionText(self.batch.family.grammar)
+                                          for _ in range(self.num_envs)])
+        self._mask = np.ones(self.num_envs, np.bool_)
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
+        init_states = (options or {}).get("init_states")
+        frames, info = self.batch.reset(seeds=seed, init_states=init_states)
+        return frames.copy(), self._vector_info(info)
+
+    def step(self, actions):
+        frames, reward, terminated, truncated, info = self.batch.step(list(actions))
+        return (frames.copy(), reward.copy(), terminated.copy(), truncated.copy(),
+                self._vector_info(info))
+
+    def _vector_info(self, info: dict) -> dict:
+        out = {}
+        for key, value in (("feedback", np.array(info["feedback"], dtype=object)),
+                           ("success", np.array(info["success"])),
+                           ("step", np.array(info["step"]))):
+            out[key] = value
+            out["_" + key] = self._mask
+        return out
+
+    def render(self):
+        return self.batch.frames.copy()
+
+
+def _make_vector(env_id: str, num_envs: int = 1, **kwargs):
+    return VisGymVectorEnv(env_id, num_envs=num_envs, **kwargs)
+
+
+def register_all() -> None:
+    """Register every visgym id with gymnasium (idempotent)."""
+    for env_id in registry.list_envs():
+        if env_id in gymnasium.registry:
+            continue
+        gymnasium.register(
+            id=env_id,
+            entry_point=VisGymEnv,
+            vector_entry_point=_make_vector,
+            kwargs={"env_id": env_id},
+            disable_env_checker=True,
+        )

@@ -1,0 +1,209 @@
+"""BatchEnv: B episodes of one family behind a gymnasium-vector-like surface.
+
+It owns everything that is not the family's business: seeds, the per-episode step counter and
+step budget (truncation), automatic resets with gymnasium's "next_step" semantics, the
+preallocated frame buffer, the parsed-action buffers, and the translation of feedback codes into
+the reference's feedback text. The family's kernels update the state in place and write frames
+into the buffer, so ``step`` allocates nothing beyond the per-episode feedback list.
+
+Arrays returned by ``reset`` and ``step`` (frames, reward, terminated, truncated, ...) are the
+env's own buffers and are overwritten by the next call: copy them to keep them.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .family import SUCCESS_MESSAGE, Family, copy_state
+from .grammar import ActionBatch
+from .seeding import check_seeds, draw_seeds, next_seeds
+
+AUTORESET_MODES = ("next_step", "disabled")
+
+
+class BatchEnv:
+    """B episodes of one family, stepped together."""
+
+    def __init__(self, family: Family, num_envs: int = 1, *, max_steps: int | None = 20,
+                 autoreset: str = "next_step", seed: int | None = None, env_id: str | None = None):
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs: expected a positive integer, got {num_envs!r}")
+        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(
+                max_steps, (int, np.integer)) or max_steps < 1):
+            raise ValueError(f"max_steps: expected a positive integer or None, got {max_steps!r}")
+        if autoreset not in AUTORESET_MODES:
+            raise ValueError(f"autoreset: expected one of {AUTORESET_MODES}, got {autoreset!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                                 or seed < 0):
+            raise ValueError(f"seed: expected a non-negative integer or None, got {seed!r}")
+        self.family = family
+        self.params = family.params
+        self.env_id = env_id
+        self.num_envs = int(num_envs)
+        self.max_steps = None if max_steps is None else int(max_steps)
+        self.autoreset = autoreset
+        self.grammar = family.grammar
+        batch = self.num_envs
+        height, width = family.frame_shape
+        self.state = family.new_state(batch)
+        self.frames = np.zeros((batch, height, width, 3), np.uint8)
+        self.reward = np.zeros(batch, np.float32)
+        self.terminated = np.zeros(batch, np.bool_)
+        self.truncated = np.zeros(batch, np.bool_)
+        self.steps = np.zeros(batch, np.int32)
+        self.seeds = np.zeros(batch, np.uint64)
+        self._codes = np.zeros(batch, np.int32)
+        self._done = np.zeros(batch, np.bool_)
+        self._scratch = np.zeros(batch, np.bool_)
+        self._actions = ActionBatch.empty(batch, self.grammar.width)
+        self._all_rows = np.arange(batch, dtype=np.int64)
+        self._seed_seq = np.random.SeedSequence(seed)
+        self._has_reset = False
+        self._texts = (SUCCESS_MESSAGE, "", "", "", "") + ("",) * 11 + tuple(family.feedback_texts)
+
+    # ------------------------------------------------------------------------------ reset
+    def reset(self, seeds: Sequence[int] | int | None = None,
+              init_states: Sequence[dict] | None = None, options: dict | None = None):
+        """Start B new episodes: from ``init_states`` (reference dicts) if given, else generated
+        from ``seeds`` (one per episode; an int s means s, s+1, ...; None draws fresh seeds from
+        the env's ``seed``). Returns (frames, info). Nothing changes if an argument is invalid."""
+        batch = self.num_envs
+        if seeds is None:
+            seed_arr = draw_seeds(self._seed_seq, batch)
+        else:
+            seed_arr = check_seeds(seeds, batch)
+        if init_states is not None:
+            if isinstance(init_states, dict) or len(init_states) != batch:
+                raise ValueError(
+                    f"init_states: expected a list of {batch} dicts (one per episode)")
+            staged = self.family.new_state(batch)
+            self.family.load_rows(staged, self._all_rows, list(init_states))
+            for dst, src in zip(self.state, staged):
+                dst[...] = src
+        else:
+            self.family.reset_rows(self.state, self._all_rows, seed_arr)
+        self.seeds[:] = seed_arr
+        self.steps[:] = 0
+        self.reward[:] = 0.0
+        self.terminated[:] = False
+        self.truncated[:] = False
+        self._done[:] = False
+        self._has_reset = True
+        self.family.render_rows(self.state, self.frames, self._all_rows)
+        return self.frames, self._info([""] * batch)
+
+    # ------------------------------------------------------------------------------- step
+    def step(self, actions: Sequence[str]):
+        """Apply one action string per episode. Returns (frames, reward, terminated, truncated,
+        info) with info["feedback"] (list[str]), info["success"] (bool[B]: the state is solved
+        now) and info["step"] (int[B], steps taken in the current episode)."""
+        if not self._has_reset:
+            raise RuntimeError("step() called before reset()")
+        if isinstance(actions, (str, bytes)) or not hasattr(actions, "__len__"):
+            raise ValueError(f"actions: expected a list of {self.num_envs} strings, "
+                             f"got {type(actions).__name__}")
+        family = self.family
+        self.grammar.parse(actions, self._actions)
+        family.step(self.state, self._actions, self.reward, self.terminated, self._codes)
+        self.steps += 1
+        if self.max_steps is not None:
+            np.greater_equal(self.steps, self.max_steps, out=self.truncated)
+            np.logical_not(self.terminated, out=self._scratch)
+            np.logical_and(self.truncated, self._scratch, out=self.truncated)
+        family.render_after_step(self.state, self.frames)
+
+        messages = self._actions.message
+        texts = self._texts
+        feedback = [messages[b] if 0 < c < 16 else texts[c] for b, c in enumerate(self._codes.tolist())]
+
+        if self.autoreset == "next_step" and self._done.any():
+            # Episodes that ended on the previous call start over; their action is ignored.
+            rows = np.flatnonzero(self._done)
+            new_seeds = next_seeds(self.seeds[rows])
+            family.reset_rows(self.state, rows, new_seeds)
+            family.render_rows(self.state, self.frames, rows)
+            self.seeds[rows] = new_seeds
+            self.steps[rows] = 0
+            self.reward[rows] = 0.0
+            self.terminated[rows] = False
+            self.truncated[rows] = False
+            for b in rows.tolist():
+                feedback[b] = ""
+        np.logical_or(self.terminated, self.truncated, out=self._done)
+        return self.frames, self.reward, self.terminated, self.truncated, self._info(feedback)
+
+    def _info(self, feedback: list) -> dict:
+        return {
+            "feedback": feedback,
+            "success": self.family.is_success(self.state),
+            "step": self.steps,
+            "seed": self.seeds,
+        }
+
+    # -------------------------------------------------------------------------- queries
+    def _check_reset(self) -> None:
+        if not self._has_reset:
+            raise RuntimeError("call reset() first")
+
+    def prompt(self, text_mode: bool = False, index: int = 0) -> str:
+        """The task instruction of episode ``index`` (text_mode: the ansi variant)."""
+        self._check_reset()
+        if text_mode and not self.family.has_text_mode:
+            raise ValueError(f"text_mode: {self.family.name} has no text mode")
+        return self.family.prompt(self.state, self._index(index), text_mode)
+
+    def prompts(self, text_mode: bool = False) -> list[str]:
+        return [self.prompt(text_mode, i) for i in range(self.num_envs)]
+
+    def render_text(self) -> list[str]:
+        """The ansi rendering of every episode (families with a text mode)."""
+        self._check_reset()
+        if not self.family.has_text_mode:
+            raise ValueError(f"{self.family.name} has no text rendering")
+        return [self.family.render_text(self.state, i) for i in range(self.num_envs)]
+
+    def solve(self, strategy: str | None = None, num_steps: int | None = None) -> list[list[str]]:
+        """Action strings per episode that solve it from its current state, ending with a stop.
+        Deterministic for a given episode seed and step count; the episodes are not changed."""
+        self._check_reset()
+        strategies = self.family.solver_strategies
+        if strategy is not None and strategies and strategy not in strategies:
+            raise ValueError(f"strategy: expected one of {tuple(strategies)}, got {strategy!r}")
+        if num_steps is not None and (isinstance(num_steps, bool) or not isinstance(
+                num_steps, (int, np.integer)) or num_steps < 1):
+            raise ValueError(f"num_steps: expected a positive integer or None, got {num_steps!r}")
+        solver_seeds = next_seeds(self.seeds ^ self.steps.astype(np.uint64))
+        return self.family.solve(self.state, self._all_rows, strategy, num_steps, solver_seeds)
+
+    def state_dicts(self) -> list[dict]:
+        """Each episode's current state as a reference init-state dict (reset(init_states=...)
+        with these reproduces the episodes)."""
+        self._check_reset()
+        return [self.family.to_init_state(self.state, i) for i in range(self.num_envs)]
+
+    def goal_frames(self) -> np.ndarray:
+        """Frames of each episode's solved configuration (a new array), for the final-goal
+        ablation."""
+        self._check_reset()
+        goal = self.family.goal_state(copy_state(self.state))
+        frames = np.zeros_like(self.frames)
+        self.family.render_rows(goal, frames, self._all_rows)
+        return frames
+
+    def success(self) -> np.ndarray:
+        self._check_reset()
+        return self.family.is_success(self.state)
+
+    def _index(self, index) -> int:
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not (
+                0 <= index < self.num_envs):
+            raise ValueError(f"index: expected an episode index in [0, {self.num_envs}), got {index!r}")
+        return int(index)
+
+    @property
+    def frame_shape(self) -> tuple[int, int, int]:
+        return self.frames.shape[1:]
+
+    def __repr__(self) -> str:
+        return f"BatchEnv({self.env_id or self.family.name!r}, num_envs={self.num_envs})"

@@ -1,0 +1,138 @@
+"""The contract every environment family implements (see DESIGN.md, "The contract").
+
+A family is a small class bound to one frozen params object. It owns no episode data: the
+episode State is a NamedTuple of arrays with a leading batch axis that the caller (BatchEnv)
+allocates once with ``new_state(B)`` and passes to every call. Kernels update the state in place
+so that a step allocates nothing; every function works on whole batches (or on a list of rows of
+the batch for resets), never on one Python object per episode.
+
+Feedback is a small integer per episode: 0 = "Action executed successfully.", codes 1..4 are the
+parser's error codes (their text comes from the parser, since it quotes the action), and codes
+from FAMILY_BASE upward index ``feedback_texts``, the family's own fixed messages.
+"""
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from .grammar import ActionBatch, Grammar
+
+SUCCESS_MESSAGE = "Action executed successfully."
+FAMILY_BASE = 16  # first feedback code a family may define
+
+
+class Family(ABC):
+    """Base class: class attributes describe the family, methods act on batched State."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type]
+    presets: ClassVar[Mapping[str, Any]]          # "easy"/"hard" -> Params
+    grammar: ClassVar[Grammar]
+    feedback_texts: ClassVar[Sequence[str]] = ()  # code FAMILY_BASE + k -> text k
+    has_text_mode: ClassVar[bool] = False
+    solver_strategies: ClassVar[Sequence[str]] = ()
+
+    def __init__(self, params):
+        self.params = params
+
+    # -- shapes -----------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def frame_shape(self) -> tuple[int, int]:
+        """(H, W) of every frame; fixed by the params."""
+
+    @abstractmethod
+    def new_state(self, batch: int) -> NamedTuple:
+        """Allocate a State for ``batch`` episodes (contents undefined until a reset)."""
+
+    # -- episodes ---------------------------------------------------------------------------
+    @abstractmethod
+    def reset_rows(self, state, rows: np.ndarray, seeds: np.ndarray) -> None:
+        """Generate fresh episodes into ``state[rows]``; episode k depends on seeds[k] only."""
+
+    @abstractmethod
+    def load_rows(self, state, rows: np.ndarray, init_states: Sequence[dict]) -> None:
+        """Load reference init-state dicts into ``state[rows]``; ValueError names a bad field."""
+
+    @abstractmethod
+    def to_init_state(self, state, i: int) -> dict:
+        """Episode i's current state as a JSON-safe dict in the reference's field names."""
+
+    @abstractmethod
+    def step(self, state, actions: ActionBatch, reward: np.ndarray, terminated: np.ndarray,
+             feedback: np.ndarray) -> None:
+        """Apply parsed actions in place; write reward, terminated and feedback codes."""
+
+    @abstractmethod
+    def is_success(self, state) -> np.ndarray:
+        """bool[B]: would a stop now be rewarded."""
+
+    @abstractmethod
+    def goal_state(self, state):
+        """A copy of the state moved to its solved configuration."""
+
+    # -- pixels and text ----------------------------------------------------------------------
+    @abstractmethod
+    def render_rows(self, state, frames: np.ndarray, rows: np.ndarray) -> None:
+        """Draw the full frames of ``rows`` from the state."""
+
+    def render_after_step(self, state, frames: np.ndarray) -> None:
+        """Bring every frame up to date after ``step``; families redraw only what changed."""
+        self.render_rows(state, frames, np.arange(frames.shape[0], dtype=np.int64))
+
+    def render_text(self, state, i: int) -> str:
+        raise ValueError(f"{self.name} has no text rendering")
+
+    @abstractmethod
+    def prompt(self, state, i: int, text_mode: bool = False) -> str:
+        """The task instruction for episode i (image mode, or text mode where the family has one)."""
+
+    # -- solvers ----------------------------------------------------------------------------
+    @abstractmethod
+    def solve(self, state, rows: np.ndarray, strategy: str | None, num_steps: int | None,
+              seeds: np.ndarray) -> list[list[str]]:
+        """Action strings per row that solve the episode from its current state, ending in stop."""
+
+    # -- helpers shared by families ---------------------------------------------------------
+    def feedback_text(self, code: int) -> str:
+        if code == 0:
+            return SUCCESS_MESSAGE
+        return self.feedback_texts[code - FAMILY_BASE]
+
+    @classmethod
+    def make_params(cls, difficulty: str | None, overrides: Mapping[str, Any]):
+        """Params from a preset plus keyword overrides; unknown keywords raise naming them."""
+        base = cls.presets[difficulty] if difficulty else cls.Params()
+        known = {f.name for f in dataclasses.fields(cls.Params)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(
+                f"{unknown[0]}: not a parameter of {cls.name} (parameters: {', '.join(sorted(known))})"
+            )
+        return dataclasses.replace(base, **overrides)
+
+
+def copy_state(state):
+    """A deep copy of a State NamedTuple of arrays."""
+    return type(state)(*(np.array(a, copy=True) for a in state))
+
+
+def take_rows(state, rows):
+    """A new State holding only ``rows`` (fancy-indexed copies)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return type(state)(*(a[rows] for a in state))
+
+
+def require_int(field: str, value, low: int | None = None, high: int | None = None) -> int:
+    """Validate an integer parameter; ValueError names the field."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{field}: expected an integer, got {value!r}")
+    value = int(value)
+    if low is not None and value < low:
+        raise ValueError(f"{field}: must be >= {low}, got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{field}: must be <= {high}, got {value}")
+    return value

@@ -1,0 +1,335 @@
+"""Action grammars and the one shared action parser.
+
+Every family declares its actions as an ordered list of ``ActionSpec(name, payload)``; the
+payload kinds below describe what a valid argument is (an int in a range, a fixed-length vector,
+a permutation, the stop token). ``Grammar.parse`` turns a batch of model strings such as
+``"('move', 2)"`` into an ``ActionBatch`` of fixed-shape arrays plus an error code and a
+feedback message per episode. It implements the reference's env-side pipeline (spec/api.md 5.2):
+literal parse -> 2-tuple check -> name lookup -> payload check, with the reference's feedback
+templates, but through the bounded literal parser in ``core.literal`` (no ``eval``), and it never
+raises for any ``str``.
+
+Parsing is the only per-string Python work in a step, so each distinct string is parsed once and
+stored in a vocabulary table (id -> kind, ints, floats, error); a batch then costs one dict
+lookup per string and a few ``np.take`` gathers into preallocated buffers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .literal import parse_literal
+
+# Error codes of a parsed action (ActionBatch.error).
+OK = 0
+PARSE_ERROR = 1      # not a literal at all
+FORMAT_ERROR = 2     # a literal, but not a 2-tuple
+UNKNOWN_NAME = 3     # a 2-tuple whose name is not an action of the family
+BAD_PAYLOAD = 4      # known name, payload outside its space
+
+FORMAT_MESSAGE = (
+    "The action format is invalid. The action should be a tuple of two elements with the first "
+    "element being the action name and the second element being the action payload."
+)
+
+# Strings longer than this are parsed every time instead of being remembered.
+_CACHE_MAX_TEXT = 512
+_CACHE_MAX_ENTRIES = 1 << 16
+# Feedback quotes at most this many characters of an unparsable action.
+_QUOTE_MAX = 300
+
+
+def parse_error_message(text: str, why: str) -> str:
+    """The reference's parse-error feedback: prefix and suffix fixed, the middle says why."""
+    shown = text if len(text) <= _QUOTE_MAX else text[:_QUOTE_MAX]
+    quoted = repr(shown)
+    if len(text) > _QUOTE_MAX:
+        quoted += f" (first {_QUOTE_MAX} of {len(text)} characters)"
+    return f"Cannot parse action string {quoted}: {why} so the action is invalid."
+
+
+def _payload_text(payload) -> str:
+    """str() of a payload as the reference prints it, bounded in length."""
+    try:
+        text = str(payload)
+    except Exception:  # pragma: no cover - str of parsed literals does not fail
+        text = "<unprintable>"
+    if len(text) > _QUOTE_MAX:
+        text = text[:_QUOTE_MAX] + "..."
+    return text
+
+
+def _is_int(x) -> bool:
+    # Python ints and bools pass, as with gymnasium's Discrete.contains; floats do not.
+    return type(x) is int or type(x) is bool or isinstance(x, np.integer)
+
+
+def _as_number(x):
+    """A real number from an int/bool/float or a numeric string (what np.asarray(x, float) takes)."""
+    if type(x) in (int, bool, float):
+        return float(x)
+    if type(x) is str:
+        try:
+            return float(x.strip())
+        except ValueError:
+            return None
+    return None
+
+
+# --------------------------------------------------------------------------- payload kinds
+@dataclass(frozen=True)
+class IntChoice:
+    """One integer in [start, start + n) (gymnasium Discrete(n, start)); bools count as ints."""
+
+    n: int
+    start: int = 0
+    width = 1
+
+    def convert(self, payload, ints, floats) -> bool:
+        if not _is_int(payload):
+            return False
+        value = int(payload)
+        if not self.start <= value < self.start + self.n:
+            return False
+        ints[0] = value
+        return True
+
+
+@dataclass(frozen=True)
+class StopToken:
+    """The universal stop argument: a str of 1..max_length ASCII letters/digits (gymnasium Text(4))."""
+
+    max_length: int = 4
+    width = 0
+
+    def convert(self, payload, ints, floats) -> bool:
+        return (
+            type(payload) is str
+            and 1 <= len(payload) <= self.max_length
+            and payload.isascii()
+            and payload.isalnum()
+        )
+
+
+@dataclass(frozen=True)
+class FloatVector:
+    """A list/tuple of ``length`` reals in [low, high] (gymnasium Box); numeric strings and bools
+    are accepted as NumPy's conversion accepts them; NaN is rejected."""
+
+    length: int
+    low: float
+    high: float
+
+    @property
+    def width(self) -> int:
+        return self.length
+
+    def convert(self, payload, ints, floats) -> bool:
+        if type(payload) not in (list, tuple) or len(payload) != self.length:
+            return False
+        for k, item in enumerate(payload):
+            value = _as_number(item)
+            if value is None or math.isnan(value) or not self.low <= value <= self.high:
+                return False
+            floats[k] = value
+        return True
+
+
+@dataclass(frozen=True)
+class IntVector:
+    """A list/tuple of ``length`` ints, entry k in [low, high] (gymnasium MultiDiscrete-like)."""
+
+    length: int
+    low: int
+    high: int
+
+    @property
+    def width(self) -> int:
+        return self.length
+
+    def convert(self, payload, ints, floats) -> bool:
+        if type(payload) not in (list, tuple) or len(payload) != self.length:
+            return False
+        for k, item in enumerate(payload):
+            if not _is_int(item) or not self.low <= int(item) <= self.high:
+                return False
+            ints[k] = int(item)
+        return True
+
+
+@dataclass(frozen=True)
+class Permutation:
+    """A list of the integers start..start+n-1 in some order (the reference's Permutation space)."""
+
+    n: int
+    start: int = 0
+
+    @property
+    def width(self) -> int:
+        return self.n
+
+    def convert(self, payload, ints, floats) -> bool:
+        if type(payload) not in (list, tuple) or len(payload) != self.n:
+            return False
+        if not all(_is_int(v) for v in payload):
+            return False
+        values = [int(v) for v in payload]
+        if sorted(values) != list(range(self.start, self.start + self.n)):
+            return False
+        ints[: self.n] = values
+        return True
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """One action of a family: its name, payload kind, and the prompt's format string."""
+
+    name: str
+    payload: object
+    example: str = ""
+
+
+# --------------------------------------------------------------------------- parsed batches
+@dataclass
+class ActionBatch:
+    """Fixed-shape parsed actions for B episodes.
+
+    kind[b] is the index of the action in the grammar (-1 on error); ints/floats hold the payload
+    (width K = the widest payload of the grammar, at least 1); error[b] is one of the codes above
+    and message[b] the feedback text for an error ('' when error is OK).
+    """
+
+    kind: np.ndarray
+    ints: np.ndarray
+    floats: np.ndarray
+    error: np.ndarray
+    message: list = field(default_factory=list)
+
+    @classmethod
+    def empty(cls, batch: int, width: int) -> "ActionBatch":
+        return cls(
+            kind=np.full(batch, -1, np.int32),
+            ints=np.zeros((batch, width), np.int32),
+            floats=np.zeros((batch, width), np.float32),
+            error=np.zeros(batch, np.int32),
+            message=[""] * batch,
+        )
+
+
+class Grammar:
+    """The actions of one family and the parser that maps model strings onto them."""
+
+    def __init__(self, actions: Sequence[ActionSpec]):
+        if not actions:
+            raise ValueError("actions: a grammar needs at least one action")
+        names = [a.name for a in actions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"actions: duplicate action names in {names}")
+        self.actions = tuple(actions)
+        self.names = tuple(names)
+        self._index = {name: k for k, name in enumerate(names)}
+        self.width = max([1] + [int(a.payload.width) for a in actions])
+        # Vocabulary of strings seen so far: text -> row of the tables below.
+        self._vocab: dict[str, int] = {}
+        self._messages: list[str] = []
+        self._kind = np.zeros(64, np.int32)
+        self._ints = np.zeros((64, self.width), np.int32)
+        self._floats = np.zeros((64, self.width), np.float32)
+        self._error = np.zeros(64, np.int32)
+        self._ids = np.zeros(0, np.int64)
+
+    def index(self, name: str) -> int:
+        return self._index[name]
+
+    # -- single strings -------------------------------------------------------------------
+    def parse_one(self, text) -> tuple[int, np.ndarray, np.ndarray, int, str]:
+        """(kind, ints[K], floats[K], error, message) for one action; never raises."""
+        ints = np.zeros(self.width, np.int32)
+        floats = np.zeros(self.width, np.float32)
+        if not isinstance(text, str):
+            why = f"expected a str but got {type(text).__name__}"
+            return -1, ints, floats, PARSE_ERROR, parse_error_message(_safe_repr_source(text), why)
+        ok, value = parse_literal(text)
+        if not ok:
+            return -1, ints, floats, PARSE_ERROR, parse_error_message(text, value)
+        if type(value) is not tuple or len(value) != 2:
+            return -1, ints, floats, FORMAT_ERROR, FORMAT_MESSAGE
+        name, payload = value
+        kind = self._index.get(name) if type(name) is str else None
+        if kind is None:
+            return -1, ints, floats, UNKNOWN_NAME, (
+                f"The action name '{_payload_text(name)}' is not recognized in the available "
+                "action space."
+            )
+        spec = self.actions[kind]
+        if not spec.payload.convert(payload, ints, floats):
+            return -1, ints, floats, BAD_PAYLOAD, (
+                f"The action {_payload_text(payload)} is not in the valid action space of "
+                f"{spec.name} so nothing is executed."
+            )
+        return kind, ints, floats, OK, ""
+
+    # -- batches --------------------------------------------------------------------------
+    def _intern(self, text: str) -> int:
+        kind, ints, floats, error, message = self.parse_one(text)
+        row = len(self._messages)
+        if row >= self._kind.shape[0]:
+            grow = self._kind.shape[0] * 2
+            self._kind = np.resize(self._kind, grow)
+            self._error = np.resize(self._error, grow)
+            self._ints = np.resize(self._ints, (grow, self.width))
+            self._floats = np.resize(self._floats, (grow, self.width))
+        self._kind[row] = kind
+        self._ints[row] = ints
+        self._floats[row] = floats
+        self._error[row] = error
+        self._messages.append(message)
+        if isinstance(text, str) and len(text) <= _CACHE_MAX_TEXT:
+            self._vocab[text] = row
+        return row
+
+    def _reset_vocab(self) -> None:
+        self._vocab.clear()
+        self._messages.clear()
+
+    def parse(self, texts: Sequence[str], out: ActionBatch) -> ActionBatch:
+        """Parse B strings into ``out`` (preallocated, see ActionBatch.empty); never raises."""
+        batch = out.kind.shape[0]
+        if len(texts) != batch:
+            raise ValueError(f"actions: expected {batch} action strings, got {len(texts)}")
+        if len(self._messages) > _CACHE_MAX_ENTRIES:
+            self._reset_vocab()
+        vocab = self._vocab
+        ids = [vocab.get(t) if type(t) is str else None for t in texts]
+        if None in ids:
+            ids = [self._intern(t) if i is None else i for t, i in zip(texts, ids)]
+        if self._ids.shape[0] != batch:
+            self._ids = np.zeros(batch, np.int64)
+        self._ids[:] = ids
+        np.take(self._kind, self._ids, out=out.kind)
+        np.take(self._error, self._ids, out=out.error)
+        np.take(self._ints, self._ids, axis=0, out=out.ints)
+        np.take(self._floats, self._ids, axis=0, out=out.floats)
+        messages = self._messages
+        out.message = [messages[i] for i in ids]
+        # Strings too long to remember still take a table row; the table is bounded by the
+        # reset above, so a stream of long replies cannot grow it without limit.
+        return out
+
+    def parse_list(self, texts: Sequence[str]) -> ActionBatch:
+        """Convenience: parse into a freshly allocated batch."""
+        return self.parse(texts, ActionBatch.empty(len(texts), self.width))
+
+    def format_action(self, name: str, payload) -> str:
+        """The canonical action string, as the reference's solvers write it."""
+        return f"({name!r}, {payload!r})"
+
+
+def _safe_repr_source(value) -> str:
+    try:
+        return repr(value)[:_QUOTE_MAX]
+    except Exception:
+        return "<unprintable>"

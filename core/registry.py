@@ -1,0 +1,76 @@
+"""The env registry: ids such as ``maze_2d/easy`` mapped to a family and a difficulty preset.
+
+``make(env_id, num_envs=B, **kwargs)`` builds a BatchEnv. Keyword arguments are either BatchEnv
+options (max_steps, autoreset, seed) or parameter overrides of the family, named as the
+reference's constructor keywords, so the reference's ``make_kwargs`` apply unchanged. A few
+reference keywords that only steer the reference's own rendering or bookkeeping are accepted and
+ignored (``IGNORED_KWARGS``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .batch_env import BatchEnv
+
+DEFAULT_MAX_STEPS = {"easy": 20, "hard": 30}
+# Reference constructor keywords with no effect here: render_mode (we always render rgb frames;
+# the gymnasium bridge handles render modes).
+IGNORED_KWARGS = frozenset({"render_mode"})
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    env_id: str
+    family: type
+    difficulty: str | None
+
+    @property
+    def default_max_steps(self) -> int:
+        return DEFAULT_MAX_STEPS.get(self.difficulty or "", 30)
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+
+
+def register(family: type, difficulties=("easy", "hard")) -> None:
+    """Register ``<family.name>/<difficulty>`` for each preset."""
+    for difficulty in difficulties:
+        env_id = f"{family.name}/{difficulty}"
+        _REGISTRY[env_id] = EnvSpec(env_id, family, difficulty)
+
+
+def list_envs() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def spec(env_id: str) -> EnvSpec:
+    try:
+        return _REGISTRY[env_id]
+    except KeyError:
+        raise ValueError(f"env_id: unknown environment {env_id!r}; known ids: "
+                         f"{', '.join(list_envs())}") from None
+
+
+def make_family(env_id: str, **overrides):
+    """The family instance for an id plus parameter overrides (no BatchEnv)."""
+    entry = spec(env_id)
+    overrides = {k: v for k, v in overrides.items() if k not in IGNORED_KWARGS}
+    params = entry.family.make_params(entry.difficulty, overrides)
+    return entry.family(params)
+
+
+def make(env_id: str, num_envs: int = 1, *, max_steps: int | None | str = "default",
+         autoreset: str = "next_step", seed: int | None = None, **overrides) -> BatchEnv:
+    """A BatchEnv of ``num_envs`` episodes of ``env_id``.
+
+    max_steps: step budget per episode ("default": 20 for easy, 30 for hard; None: no budget).
+    autoreset: "next_step" (gymnasium's: an episode that ended is reset by the next step call)
+    or "disabled". seed: seeds the episodes drawn when reset() is called without seeds.
+    Other keywords override the family's parameters (ValueError naming an unknown or bad one).
+    """
+    entry = spec(env_id)
+    family = make_family(env_id, **overrides)
+    if max_steps == "default":
+        max_steps = entry.default_max_steps
+    return BatchEnv(family, num_envs, max_steps=max_steps, autoreset=autoreset, seed=seed,
+                    env_id=env_id)

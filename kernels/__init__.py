@@ -1,0 +1,1 @@
+"""Batched dynamics kernels (Numba on the CPU)."""

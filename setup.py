@@ -1,0 +1,41 @@
+"""Build script for the compiled parts of visgym (Cython rasterizers).
+
+Everything else about the package lives in pyproject.toml; this file only exists because the
+extension modules need NumPy's include directory and Cython's compiler directives.
+"""
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+COMPILE_ARGS = ["-O3", "-ffast-math", "-fno-finite-math-only"]
+
+extensions = [
+    Extension(
+        "visgym.render._raster",
+        ["render/_raster.pyx"],
+        include_dirs=[numpy.get_include()],
+        extra_compile_args=COMPILE_ARGS,
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
+    Extension(
+        "visgym.render._tiles",
+        ["render/_tiles.pyx"],
+        include_dirs=[numpy.get_include()],
+        extra_compile_args=COMPILE_ARGS,
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        language_level=3,
+        compiler_directives={
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "initializedcheck": False,
+            "nonecheck": False,
+        },
+    ),
+)

@@ -1,0 +1,99 @@
+"""The shared action grammar and parser: payload kinds, feedback wording, batching and cache."""
+import numpy as np
+import pytest
+
+from visgym.core.grammar import (BAD_PAYLOAD, FORMAT_ERROR, OK, PARSE_ERROR, UNKNOWN_NAME,
+                                 ActionSpec, FloatVector, Grammar, IntChoice, IntVector,
+                                 Permutation, StopToken)
+
+GRAMMAR = Grammar([
+    ActionSpec("move", IntChoice(4)),
+    ActionSpec("turn", IntChoice(3, start=1)),
+    ActionSpec("push", FloatVector(3, -1.0, 1.0)),
+    ActionSpec("pick", IntVector(2, 0, 5)),
+    ActionSpec("reorder", Permutation(4, start=1)),
+    ActionSpec("stop", StopToken()),
+])
+
+
+@pytest.mark.parametrize("text,kind,ints,floats", [
+    ("('move', 3)", "move", [3], None),
+    ("('move', True)", "move", [1], None),
+    ("('move', -0)", "move", [0], None),
+    ("('turn', 3)", "turn", [3], None),
+    ("('push', [1, -0.5, '0.25'])", "push", None, [1.0, -0.5, 0.25]),
+    ("('push', (True, 0, 0))", "push", None, [1.0, 0.0, 0.0]),
+    ("('pick', (5, 0))", "pick", [5, 0], None),
+    ("('reorder', [4, 1, 3, 2])", "reorder", [4, 1, 3, 2], None),
+    ("('stop', 'STOP')", "stop", None, None),
+    ("('stop', '1')", "stop", None, None),
+    ('  ("stop", "done")\n', "stop", None, None),
+])
+def test_valid_actions(text, kind, ints, floats):
+    k, got_ints, got_floats, error, message = GRAMMAR.parse_one(text)
+    assert error == OK and message == ""
+    assert GRAMMAR.names[k] == kind
+    if ints is not None:
+        assert got_ints[: len(ints)].tolist() == ints
+    if floats is not None:
+        np.testing.assert_allclose(got_floats[: len(floats)], floats)
+
+
+@pytest.mark.parametrize("text,error", [
+    ("('move', 4)", BAD_PAYLOAD), ("('move', 1.0)", BAD_PAYLOAD), ("('move', '1')", BAD_PAYLOAD),
+    ("('turn', 0)", BAD_PAYLOAD), ("('push', [1, 2, 0])", BAD_PAYLOAD),
+    ("('push', [0, 0])", BAD_PAYLOAD), ("('push', [0, 0, 'x'])", BAD_PAYLOAD),
+    ("('pick', (1.5, 0))", BAD_PAYLOAD), ("('reorder', [1, 1, 2, 3])", BAD_PAYLOAD),
+    ("('reorder', [0, 1, 2, 3])", BAD_PAYLOAD), ("('stop', '')", BAD_PAYLOAD),
+    ("('stop', 'stop!')", BAD_PAYLOAD), ("('stop', 'stöp')", BAD_PAYLOAD),
+    ("('stop', b'stop')", BAD_PAYLOAD), ("('stop', 5)", BAD_PAYLOAD),
+    ("('Move', 1)", UNKNOWN_NAME), ("(1, 2)", UNKNOWN_NAME), ("(None, None)", UNKNOWN_NAME),
+    ("['move', 1]", FORMAT_ERROR), ("('move', 1, 2)", FORMAT_ERROR), ("'move'", FORMAT_ERROR),
+    ("move 1", PARSE_ERROR), ("", PARSE_ERROR), ("('move', 1", PARSE_ERROR),
+    ("Action: ('move', 1)", PARSE_ERROR), ("('move', float('nan'))", PARSE_ERROR),
+])
+def test_invalid_actions_get_an_error_code(text, error):
+    assert GRAMMAR.parse_one(text)[3] == error
+
+
+def test_payload_nan_and_inf_are_rejected_by_float_boxes():
+    assert GRAMMAR.parse_one("('push', [1e999, 0, 0])")[3] == BAD_PAYLOAD
+    assert GRAMMAR.parse_one("('push', ['nan', 0, 0])")[3] == BAD_PAYLOAD
+
+
+def test_feedback_templates():
+    assert GRAMMAR.parse_one("('fly', 1)")[4] == (
+        "The action name 'fly' is not recognized in the available action space.")
+    assert GRAMMAR.parse_one("('move', {'d': 0})")[4] == (
+        "The action {'d': 0} is not in the valid action space of move so nothing is executed.")
+    assert GRAMMAR.parse_one("(('a', 'b'), 1)")[4] == (
+        "The action name '('a', 'b')' is not recognized in the available action space.")
+    message = GRAMMAR.parse_one("x" * 5000)[4]
+    assert message.startswith("Cannot parse action string 'xxx")
+    assert message.endswith("so the action is invalid.") and len(message) < 700
+
+
+def test_non_string_actions_are_parse_errors():
+    for value in (None, 3, ("move", 1), b"('move', 1)"):
+        kind, _, _, error, message = GRAMMAR.parse_one(value)
+        assert error == PARSE_ERROR and message.startswith("Cannot parse action string")
+
+
+def test_batch_parse_matches_single_parse_and_reuses_the_cache():
+    texts = ["('move', 1)", "junk", "('reorder', [1, 2, 3, 4])", "('move', 1)", None, "x" * 900]
+    batch = GRAMMAR.parse_list(texts)
+    again = GRAMMAR.parse_list(texts)
+    for b, text in enumerate(texts):
+        kind, ints, floats, error, message = GRAMMAR.parse_one(text)
+        for out in (batch, again):
+            assert out.kind[b] == kind and out.error[b] == error
+            assert out.message[b] == message
+            np.testing.assert_array_equal(out.ints[b], ints)
+            np.testing.assert_array_equal(out.floats[b], floats)
+
+
+def test_grammar_declaration_errors():
+    with pytest.raises(ValueError, match="actions"):
+        Grammar([])
+    with pytest.raises(ValueError, match="duplicate"):
+        Grammar([ActionSpec("a", StopToken()), ActionSpec("a", StopToken())])
