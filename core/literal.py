@@ -73,6 +73,7 @@ class _Lexer:
         self.stack: list[tuple[str, int]] = []  # open brackets: (char, position)
         self.bol = True  # at the beginning of a physical line
         self.blank = False  # the current line holds only blanks and/or a comment
+        self.after_value = False  # the previous token ends a value (so '*' would be an operator)
 
     # -- helpers -----------------------------------------------------------------------
     def _continuation(self, i: int) -> int:
@@ -318,13 +319,14 @@ class _Lexer:
             tok = (_OP, c, i, i + 1)
         elif c in ",:+-":
             tok = (_OP, c, i, i + 1)
-        elif c in _OPERATOR_CHARS:
+        elif c in _OPERATOR_CHARS and self.after_value:
             op = s[i:i + 2] if s[i:i + 2] in _TWO_CHAR_OPS else c
             raise _Fail(f"operators such as '{op}' are not allowed (position {i}); "
                         "only literal values are")
         else:
             raise _Fail(f"unexpected character {c!r} at position {i}")
         self.i = tok[3]
+        self.after_value = tok[0] in (_NUM, _STR, _NAME, _DOTS) or tok[1] in _CLOSE
         return tok
 
 
@@ -430,6 +432,12 @@ class _Parser:
         hint = " (is a comma missing?)" if self.starts_value(tok) and "','" in expected else ""
         return _Fail(f"expected {expected} at position {tok[2]}, "
                      f"found {_snip(self.text_of(tok))}{hint}")
+
+    def unexpected_after(self, node: tuple, tok: tuple, expected: str) -> _Fail:
+        """Error for ``tok`` following ``node``; a bare name is the more useful thing to report."""
+        if node[0] == "name":
+            return self.name_error(node)
+        return self.unexpected(tok, expected)
 
     def value(self, node: tuple) -> object:
         if node[0] == "name":
@@ -589,7 +597,7 @@ class _Parser:
             if self.is_op(tok, close):
                 self.take()
                 break
-            raise self.unexpected(tok, f"',' or '{close}'")
+            raise self.unexpected_after(nodes[-1], tok, f"',' or '{close}'")
         if close == ")" and len(nodes) == 1 and not had_comma:
             return nodes, had_comma
         return [self.value(node) for node in nodes], had_comma
@@ -624,7 +632,7 @@ class _Parser:
                     key = self.expr(depth)
                     tok = self.peek()
                     if not self.is_op(tok, ":"):
-                        raise self.unexpected(tok, "':' after a dict key")
+                        raise self.unexpected_after(key, tok, "':' after a dict key")
                     continue
                 if self.is_op(tok, "}"):
                     self.take()

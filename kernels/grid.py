@@ -80,8 +80,7 @@ def _wilson_one(walls, s):
     return s
 
 
-@njit(cache=True, parallel=True)
-def generate_mazes(walls, agent, target, rows, seeds):
+def _generate_mazes(walls, agent, target, rows, seeds):
     """Fresh episodes into ``rows``: a maze plus an opposite-corner agent/target pair (one of the
     four, uniformly), as the reference's generation (spec 3, steps 2-3)."""
     height = walls.shape[1]
@@ -183,8 +182,7 @@ def shortest_path_dirs(walls, start_r, start_c, goal_r, goal_c, out_dirs):
     return length
 
 
-@njit(cache=True, parallel=True)
-def solve_mazes(walls, agent, target, rows, seeds, num_steps, plans, plan_len):
+def _solve_mazes(walls, agent, target, rows, seeds, num_steps, plans, plan_len):
     """Batched solver: shortest path, then (if ``num_steps`` > 0) detour padding as the reference
     (spec 9): pairs = ceil((num_steps - count) / 2) random (cell on path, open direction) picks,
     each inserted as d then its reverse. ``count`` includes one final stop, which the caller adds.
@@ -243,3 +241,23 @@ def solve_mazes(walls, agent, target, rows, seeds, num_steps, plans, plan_len):
                 plans[k, pos] = path_dirs[i]
                 pos += 1
         plan_len[k] = pos
+
+
+# Each batched kernel is compiled twice: serially, for the small row counts of auto-resets in a
+# stepping loop (waking a thread pool there costs milliseconds), and over a thread pool for
+# large batches. PARALLEL_MIN_ROWS picks between them.
+PARALLEL_MIN_ROWS = 512
+_generate_serial = njit(cache=True)(_generate_mazes)
+_generate_parallel = njit(cache=True, parallel=True)(_generate_mazes)
+_solve_serial = njit(cache=True)(_solve_mazes)
+_solve_parallel = njit(cache=True, parallel=True)(_solve_mazes)
+
+
+def generate_mazes(walls, agent, target, rows, seeds):
+    kernel = _generate_parallel if rows.shape[0] >= PARALLEL_MIN_ROWS else _generate_serial
+    kernel(walls, agent, target, rows, seeds)
+
+
+def solve_mazes(walls, agent, target, rows, seeds, num_steps, plans, plan_len):
+    kernel = _solve_parallel if rows.shape[0] >= PARALLEL_MIN_ROWS else _solve_serial
+    kernel(walls, agent, target, rows, seeds, num_steps, plans, plan_len)

@@ -1,19 +1,16 @@
 # cython: language_level=3
 """Compiled kernels of visgym's 2-D rasterizer: batched fills, rectangles, anti-aliased lines and
 circles, even-odd polygons, RGBA and coverage-mask blits, and bilinear / area resampling, all
-writing straight into a caller-owned ``uint8[B, H, W, 3]`` frame buffer.
-
-These functions trust their arguments: ``visgym.render.raster`` is the public face that checks
-dtypes, shapes, contiguity and index ranges. The kernels still skip items whose frame or sprite
-index is out of range and clip every coordinate before it becomes an integer, so a bad call can
-draw nothing but can never write outside the buffer. Items are drawn strictly in order (later
-items blend over earlier ones), which is why the item loops are serial; every loop runs without
-the GIL so several Python threads can render different buffers at once.
-
-Pixel convention: pixel (x, y) covers [x, x+1) x [y, y+1), its centre is (x+0.5, y+0.5), x is
-the column. Alpha blending everywhere is out = (src*a + dst*(255-a) + 127) // 255.
+writing straight into a caller-owned ``uint8[B, H, W, 3]`` frame buffer, in the pixel convention
+of ``visgym.render.raster`` (pixel (x, y) covers [x, x+1) x [y, y+1), x is the column) and with
+the blend out = (src*a + dst*(255-a) + 127) // 255. The public face that checks arguments is
+``raster.py``; these kernels trust dtypes and shapes but still skip items whose frame or table
+index is out of range and clamp every float before it becomes an integer, so even a direct call
+with bad values can draw nothing wrong outside the buffer. Items are drawn strictly in order
+(later over earlier), hence serial item loops; every loop runs without the GIL so several Python
+threads can render different buffers at once.
 """
-from libc.math cimport floor, ceil, sqrt, fabs, isfinite, M_PI
+from libc.math cimport floor, ceil, sqrt, hypot, fabs, isfinite, M_PI
 from libc.stdlib cimport malloc, free
 
 ctypedef unsigned char u8
@@ -178,7 +175,7 @@ def draw_lines(u8[:, :, :, ::1] frames, const i64[::1] idx,
     cdef Py_ssize_t N = idx.shape[0], n
     cdef i64 b
     cdef int x, y, ix0, ix1, iy0, iy1
-    cdef double ax, ay, bx, by, hw, dx, dy, L, ux, uy, ex, ey, ymin, ymax
+    cdef double ax, ay, bx, by, hw, dx, dy, L, ux, uy, ey, ymin, ymax
     cdef double py, px, u, v, cov, xa, xb, reach
     cdef u8* row
     with nogil:
@@ -196,7 +193,7 @@ def draw_lines(u8[:, :, :, ::1] frames, const i64[::1] idx,
                 continue
             dx = bx - ax
             dy = by - ay
-            L = sqrt(dx * dx + dy * dy)
+            L = hypot(dx, dy)  # no overflow for endpoints up to ~1e307
             if not (L > 0.0) or not isfinite(L):
                 continue
             ux = dx / L
@@ -251,7 +248,8 @@ def draw_circles(u8[:, :, :, ::1] frames, const i64[::1] idx,
     cdef Py_ssize_t N = idx.shape[0], n
     cdef i64 b
     cdef int x, y, ix0, ix1, iy0, iy1
-    cdef double ccx, ccy, r, t, inner, area, dy, dx, d, half, cov, ro, nx, ny
+    cdef double ccx, ccy, r, t, inner, area, dy, dx, d, d2, half, cov, ro, nx, ny
+    cdef double full_lo2, full_hi2, hole2
     cdef u8* row
     with nogil:
         for n in range(N):
@@ -271,6 +269,12 @@ def draw_circles(u8[:, :, :, ::1] frames, const i64[::1] idx,
                 inner = r - t
                 area = M_PI * (r * r - inner * inner)
             ro = r + 0.75  # beyond r + sqrt(2)/2 no part of a pixel is inside
+            # Squared-distance bands where a pixel (reaching < 0.75 from its centre) is certainly
+            # fully covered, full_lo2 < d^2 < full_hi2, or certainly in the hole, d^2 < hole2,
+            # so most pixels of a large shape skip the sqrt and edge maths. -1 disables a bound.
+            full_hi2 = (r - 0.75) * (r - 0.75) if r > 0.75 else -1.0
+            full_lo2 = (inner + 0.75) * (inner + 0.75) if inner > -0.75 else -1.0
+            hole2 = (inner - 0.75) * (inner - 0.75) if inner > 0.75 else -1.0
             iy0 = <int>floor(_clampd(ccy - ro - 0.5, 0.0, <double>H))
             iy1 = <int>ceil(_clampd(ccy + ro + 0.5, 0.0, <double>H))
             for y in range(iy0, iy1):
@@ -283,7 +287,13 @@ def draw_circles(u8[:, :, :, ::1] frames, const i64[::1] idx,
                 row = &frames[b, y, 0, 0]
                 for x in range(ix0, ix1):
                     dx = x + 0.5 - ccx
-                    d = sqrt(dx * dx + dy * dy)
+                    d2 = dx * dx + dy * dy
+                    if d2 < hole2:
+                        continue
+                    if full_lo2 < d2 < full_hi2:
+                        _blend_cov(&row[3 * x], &colors[n, 0], 1.0)
+                        continue
+                    d = sqrt(d2)
                     if d > 1e-9:
                         nx = dx / d
                         ny = dy / d
@@ -490,59 +500,76 @@ def resize_bilinear(const u8[:, :, :, ::1] src, u8[:, :, :, ::1] dst):
     """
     cdef Py_ssize_t B = src.shape[0], h = src.shape[1], w = src.shape[2]
     cdef Py_ssize_t H = dst.shape[1], W = dst.shape[2]
-    cdef Py_ssize_t bb, X, Y, ch
-    cdef double s, fy, fx, top, bot
-    cdef int* xi
-    cdef int* yi
+    cdef Py_ssize_t bb, X, Y, i
+    cdef double s, f, fy, gy, fx, gx
+    cdef Py_ssize_t* xo0
+    cdef Py_ssize_t* xo1
+    cdef Py_ssize_t* yi0
+    cdef Py_ssize_t* yi1
     cdef double* xf
     cdef double* yf
     cdef const u8* r0
     cdef const u8* r1
+    cdef const u8* p00
+    cdef const u8* p01
+    cdef const u8* p10
+    cdef const u8* p11
     cdef u8* out
     if B == 0 or H == 0 or W == 0 or h == 0 or w == 0:
         return
-    # Per-call tables of source indices and weights: O(W + H), built once, reused for B frames.
-    xi = <int*>malloc(W * sizeof(int))
-    yi = <int*>malloc(H * sizeof(int))
+    # Per-call tables (O(W + H), reused for every row and frame): the two source columns as byte
+    # offsets and the weight of the second, likewise for rows. At the last column/row both taps
+    # are the same pixel, which removes every edge branch from the inner loop.
+    xo0 = <Py_ssize_t*>malloc(W * sizeof(Py_ssize_t))
+    xo1 = <Py_ssize_t*>malloc(W * sizeof(Py_ssize_t))
+    yi0 = <Py_ssize_t*>malloc(H * sizeof(Py_ssize_t))
+    yi1 = <Py_ssize_t*>malloc(H * sizeof(Py_ssize_t))
     xf = <double*>malloc(W * sizeof(double))
     yf = <double*>malloc(H * sizeof(double))
     try:
-        if xi == NULL or yi == NULL or xf == NULL or yf == NULL:
+        if (xo0 == NULL or xo1 == NULL or yi0 == NULL or yi1 == NULL or xf == NULL
+                or yf == NULL):
             raise MemoryError("resize_bilinear: cannot allocate the weight tables")
         with nogil:
             s = <double>w / <double>W
             for X in range(W):
-                fx = _clampd((X + 0.5) * s - 0.5, 0.0, <double>(w - 1))
-                xi[X] = <int>floor(fx)
-                if xi[X] > w - 2:  # the last column interpolates with itself
-                    xi[X] = <int>(w - 2) if w >= 2 else 0
-                xf[X] = fx - xi[X]
+                f = _clampd((X + 0.5) * s - 0.5, 0.0, <double>(w - 1))
+                i = <Py_ssize_t>f
+                xf[X] = f - i
+                xo0[X] = 3 * i
+                xo1[X] = 3 * (i + 1) if i + 1 < w else 3 * i
             s = <double>h / <double>H
             for Y in range(H):
-                fy = _clampd((Y + 0.5) * s - 0.5, 0.0, <double>(h - 1))
-                yi[Y] = <int>floor(fy)
-                if yi[Y] > h - 2:
-                    yi[Y] = <int>(h - 2) if h >= 2 else 0
-                yf[Y] = fy - yi[Y]
+                f = _clampd((Y + 0.5) * s - 0.5, 0.0, <double>(h - 1))
+                i = <Py_ssize_t>f
+                yf[Y] = f - i
+                yi0[Y] = i
+                yi1[Y] = i + 1 if i + 1 < h else i
             for bb in range(B):
                 for Y in range(H):
-                    r0 = &src[bb, yi[Y], 0, 0]
-                    r1 = &src[bb, yi[Y] + 1, 0, 0] if h >= 2 else r0
+                    r0 = &src[bb, yi0[Y], 0, 0]
+                    r1 = &src[bb, yi1[Y], 0, 0]
                     fy = yf[Y]
+                    gy = 1.0 - fy
                     out = &dst[bb, Y, 0, 0]
                     for X in range(W):
                         fx = xf[X]
-                        for ch in range(3):
-                            if w >= 2:
-                                top = r0[3 * xi[X] + ch] * (1.0 - fx) + r0[3 * xi[X] + 3 + ch] * fx
-                                bot = r1[3 * xi[X] + ch] * (1.0 - fx) + r1[3 * xi[X] + 3 + ch] * fx
-                            else:
-                                top = r0[ch]
-                                bot = r1[ch]
-                            out[3 * X + ch] = <u8>(top * (1.0 - fy) + bot * fy + 0.5)
+                        gx = 1.0 - fx
+                        p00 = r0 + xo0[X]
+                        p01 = r0 + xo1[X]
+                        p10 = r1 + xo0[X]
+                        p11 = r1 + xo1[X]
+                        out[3 * X] = <u8>(gy * (gx * p00[0] + fx * p01[0])
+                                          + fy * (gx * p10[0] + fx * p11[0]) + 0.5)
+                        out[3 * X + 1] = <u8>(gy * (gx * p00[1] + fx * p01[1])
+                                              + fy * (gx * p10[1] + fx * p11[1]) + 0.5)
+                        out[3 * X + 2] = <u8>(gy * (gx * p00[2] + fx * p01[2])
+                                              + fy * (gx * p10[2] + fx * p11[2]) + 0.5)
     finally:
-        free(xi)
-        free(yi)
+        free(xo0)
+        free(xo1)
+        free(yi0)
+        free(yi1)
         free(xf)
         free(yf)
 

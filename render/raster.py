@@ -5,7 +5,10 @@ scalar / a single colour applied to every item); items are drawn in order, later
 This layer only checks and converts arguments (dtype, shape, contiguity, index ranges), raising
 ``ValueError`` that names the offending argument, and then makes one kernel call, so the cost of
 a call does not grow with Python work per item. Pixel (x, y) covers [x, x+1) x [y, y+1) with its
-centre at (x+0.5, y+0.5), x is the column, and all shapes clip silently at the frame border.
+centre at (x+0.5, y+0.5), x is the column, and all shapes clip silently at the frame border:
+any finite coordinate is safe (nothing is written outside the frames), and geometry stays
+sub-pixel exact while coordinates are within about 1e9 of the frame, beyond which double precision
+rather than the rasterizer limits where a shape crossing the frame lands.
 """
 from __future__ import annotations
 

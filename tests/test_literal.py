@@ -132,6 +132,8 @@ ACCEPTED = [
     ("\n# leading comment\n('move', 2)\n\n", ("move", 2)),
     ("('move',\r\n 2)\r\n", ("move", 2)),
     ("('move', 1 \\\n + 2j)", ("move", 1 + 2j)),
+    ("('move', 1\n+2j)", ("move", 1 + 2j)),
+    ("('move', )", ("move",)),
     ("('" + "a" * 4000 + "', 1)", ("a" * 4000, 1)),
     ("(" * MAX_DEPTH + ")" * MAX_DEPTH, ()),
     ("[" * MAX_DEPTH + "]" * MAX_DEPTH, None),  # expected value built in the test
@@ -244,7 +246,6 @@ REJECTED = [
     ("('move', 2) \\\n", "backslash"),
     ("[1 2]", "expected ',' or ']'"),
     ("(,)", "expected a value"),
-    ("('move', )", None),  # accepted? no: ('move',) is valid; this checks nothing odd happens
     ("('move', set(1))", "set(...) with arguments"),
     ("('move', set()())", "function calls are not allowed"),
     ("('move', [1][0])", "indexing"),
@@ -254,7 +255,6 @@ REJECTED = [
     ("('move', x := 1)", None),
     ("('move', *[1])", "'*'"),
     ("('move',\n2", "never closed"),
-    ("('move', 1\n+2j)", None),
     ("'a' +\n2j", "line break"),
     ("('move', 2);", "unexpected character ';'"),
     ("('move', 2)\ufeff", "unexpected character"),
@@ -269,10 +269,6 @@ REJECTED = [
 
 @pytest.mark.parametrize("text, fact", REJECTED)
 def test_rejected(text, fact):
-    good, value = parse_literal(text)
-    if text in ("('move', )", "('move', 1\n+2j)"):  # inside brackets these are valid literals
-        assert good and same(value, oracle(text)[1])
-        return
     msg = err(text)
     if fact is not None:
         assert fact in msg, msg
@@ -346,7 +342,7 @@ def test_huge_or_deep_inputs_fail_fast(text):
     "'" + "\\x41" * ((MAX_CHARS - 2) // 4) + "'",
     "'" + "\\N{DIGIT ONE}" * ((MAX_CHARS - 2) // 13) + "'",
     "(" + "'a'" * ((MAX_CHARS - 2) // 3) + ")",
-    "[" + ("(" * 31 + ")" * 31 + ",") * (MAX_CHARS // 63) + "]",
+    "[" + ("(" * 31 + ")" * 31 + ",") * ((MAX_CHARS - 2) // 63) + "]",
     "1" * 4000,
     "9" * (MAX_CHARS - 2) + ".0",
     "0x" + "f" * 4000,
@@ -386,8 +382,7 @@ hashable_leaf = st.one_of(
     st.text(max_size=8),
     st.binary(max_size=8),
     st.booleans(),
-    st.none(),
-    st.just(Ellipsis),
+    st.none(),  # (Ellipsis is a literal too, but its repr is the bare name 'Ellipsis')
 )
 hashable = st.recursive(hashable_leaf, lambda kids: st.tuples(kids, kids) | st.tuples(kids),
                         max_leaves=6)
@@ -446,19 +441,19 @@ def check_against_oracle(text):
         assert isinstance(value, str) and "internal error" not in value, value
 
 
-@settings(max_examples=1500, **SETTINGS)
+@settings(max_examples=1000, **SETTINGS)
 @given(st.lists(st.sampled_from(PIECES), max_size=14).map("".join))
 def test_differential_random_pieces(text):
     check_against_oracle(text)
 
 
-@settings(max_examples=1500, **SETTINGS)
+@settings(max_examples=1000, **SETTINGS)
 @given(st.lists(st.sampled_from(TOKENS), max_size=16).map("".join))
 def test_differential_token_soup(text):
     check_against_oracle(text)
 
 
-@settings(max_examples=600, **SETTINGS)
+@settings(max_examples=400, **SETTINGS)
 @given(values, st.lists(st.tuples(st.integers(0, 400), st.integers(0, 3),
                                   st.sampled_from(PIECES + TOKENS)), max_size=3))
 def test_differential_mutated_reprs(value, edits):
@@ -467,3 +462,50 @@ def test_differential_mutated_reprs(value, edits):
         pos %= len(text) + 1
         text = text[:pos] + piece + text[pos + cut:]
     check_against_oracle(text)
+
+
+# Literal-shaped text with Python's formatting freedoms (blanks, comments, line breaks inside
+# brackets, continuations, prefixes, escapes, number spellings, signs, complex sums); many are
+# valid, and the oracle decides which.
+GAPS = st.sampled_from(["", "", "", " ", "\t", "\x0c", "\n", "\r\n", "# c\n", "\\\n", "\n  "])
+NUMBER_SPELLINGS = st.sampled_from([
+    "0", "1", "00", "0_0", "07", "1_0", "0x1F", "0X_f", "0o7", "0b1_0", "1.", ".5", "1e5", "1E-5",
+    "1_0.0_1", "2j", "1.5J", "0j", "07j", "07.5", "1e5j", "0e0", "1.e1", "012", "1__0", "0b2"])
+STRING_SPELLINGS = st.sampled_from([
+    "'a'", '"b"', "'''c\nd'''", 'r"\\n"', "b'x'", "rb'\\x00'", "u'y'", "'\\x41'",
+    "'\\N{DIGIT TWO}'", "'\\777'", "b'\\777'", "'\\q'", "'\\u00e9'", "'é'", "f'z'", "'\\\n'",
+    "''", '""""""', "'a\\'b'", "b'\\u0041'"])
+OTHER_ATOMS = st.sampled_from(["True", "False", "None", "...", "set()", "(set)()", "set( )", "x"])
+
+
+@st.composite
+def literal_text(draw, depth=0):
+    choice = draw(st.integers(0, 9)) if depth < 4 else draw(st.integers(0, 4))
+    if choice <= 1:
+        return draw(st.sampled_from(["", "", "-", "+"])) + draw(GAPS) + draw(NUMBER_SPELLINGS)
+    if choice == 2:
+        return " ".join(draw(st.lists(STRING_SPELLINGS, min_size=1, max_size=2)))
+    if choice == 3:
+        return draw(OTHER_ATOMS)
+    if choice == 4:
+        return (draw(st.sampled_from(["", "-"])) + draw(NUMBER_SPELLINGS) + draw(GAPS)
+                + draw(st.sampled_from("+-")) + draw(GAPS)
+                + draw(st.sampled_from(["2j", "1.5J", "(3j)", "-2j", "4"])))
+    n = draw(st.integers(0, 3))
+    if choice == 5:
+        items = [draw(literal_text(depth + 1)) + draw(GAPS) + ":" + draw(GAPS)
+                 + draw(literal_text(depth + 1)) for _ in range(n)]
+        left, right = "{", "}"
+    else:
+        left = draw(st.sampled_from("([{("))
+        right = {"(": ")", "[": "]", "{": "}"}[left]
+        items = [draw(literal_text(depth + 1)) for _ in range(n)]
+    body = ("," + draw(GAPS)).join(items) + ("," if items and draw(st.booleans()) else "")
+    return left + draw(GAPS) + body + draw(GAPS) + right
+
+
+@settings(max_examples=600, **SETTINGS)
+@given(st.sampled_from(["", " ", "\t", "\n", "#x\n"]), literal_text(),
+       st.sampled_from(["", "\n", " # c", "  ", "\n  ", ",", ", 1"]))
+def test_differential_literal_shaped(before, body, after):
+    check_against_oracle(before + body + after)
