@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from .family import SUCCESS_MESSAGE, Family, copy_state
-from .grammar import ActionBatch
+from .grammar import IGNORED, ActionBatch
 from .seeding import check_seeds, draw_seeds, next_seeds
 
 AUTORESET_MODES = ("next_step", "disabled")
@@ -60,66 +60,99 @@ class BatchEnv:
         self._all_rows = np.arange(batch, dtype=np.int64)
         self._seed_seq = np.random.SeedSequence(seed)
         self._has_reset = False
-        self._texts = (SUCCESS_MESSAGE, "", "", "", "") + ("",) * 11 + tuple(family.feedback_texts)
+        # Feedback text per code: 0 success, 1..15 parser/BatchEnv codes (text comes from the
+        # parser, or "" for IGNORED rows), 16.. the family's own messages.
+        self._texts = (SUCCESS_MESSAGE,) + ("",) * 15 + tuple(family.feedback_texts)
 
     # ------------------------------------------------------------------------------ reset
     def reset(self, seeds: Sequence[int] | int | None = None,
-              init_states: Sequence[dict] | None = None, options: dict | None = None):
-        """Start B new episodes: from ``init_states`` (reference dicts) if given, else generated
+              init_states: Sequence[dict] | None = None, options: dict | None = None,
+              rows: Sequence[int] | None = None):
+        """Start new episodes: from ``init_states`` (reference dicts) if given, else generated
         from ``seeds`` (one per episode; an int s means s, s+1, ...; None draws fresh seeds from
-        the env's ``seed``). Returns (frames, info). Nothing changes if an argument is invalid."""
-        batch = self.num_envs
+        the env's ``seed``). ``rows`` restarts only those episodes of the batch (seeds and
+        init_states then have one entry per row) and leaves the others running. Returns
+        (frames, info). Nothing changes if an argument is invalid."""
+        if rows is None:
+            rows_arr = self._all_rows
+        else:
+            rows_arr = np.asarray(rows, dtype=np.int64).reshape(-1)
+            if rows_arr.size == 0 or rows_arr.min() < 0 or rows_arr.max() >= self.num_envs or (
+                    np.unique(rows_arr).size != rows_arr.size):
+                raise ValueError(f"rows: expected distinct episode indices in [0, {self.num_envs})")
+        count = rows_arr.shape[0]
         if seeds is None:
-            seed_arr = draw_seeds(self._seed_seq, batch)
+            seed_arr = draw_seeds(self._seed_seq, count)
         else:
-            seed_arr = check_seeds(seeds, batch)
+            seed_arr = check_seeds(seeds, count)
         if init_states is not None:
-            if isinstance(init_states, dict) or len(init_states) != batch:
+            if isinstance(init_states, dict) or len(init_states) != count:
                 raise ValueError(
-                    f"init_states: expected a list of {batch} dicts (one per episode)")
-            staged = self.family.new_state(batch)
-            self.family.load_rows(staged, self._all_rows, list(init_states))
+                    f"init_states: expected a list of {count} dicts (one per episode)")
+            staged = self.family.new_state(count)
+            self.family.load_rows(staged, np.arange(count, dtype=np.int64), list(init_states))
             for dst, src in zip(self.state, staged):
-                dst[...] = src
+                dst[rows_arr] = src
         else:
-            self.family.reset_rows(self.state, self._all_rows, seed_arr)
-        self.seeds[:] = seed_arr
-        self.steps[:] = 0
-        self.reward[:] = 0.0
-        self.terminated[:] = False
-        self.truncated[:] = False
-        self._done[:] = False
-        self._has_reset = True
-        self.family.render_rows(self.state, self.frames, self._all_rows)
-        return self.frames, self._info([""] * batch)
+            self.family.reset_rows(self.state, rows_arr, seed_arr)
+        self.seeds[rows_arr] = seed_arr
+        self.steps[rows_arr] = 0
+        self.reward[rows_arr] = 0.0
+        self.terminated[rows_arr] = False
+        self.truncated[rows_arr] = False
+        self._done[rows_arr] = False
+        if rows is None:
+            self._has_reset = True
+        elif not self._has_reset:
+            raise RuntimeError("reset(rows=...) needs a full reset() first")
+        self.family.render_rows(self.state, self.frames, rows_arr)
+        return self.frames, self._info([""] * self.num_envs)
 
     # ------------------------------------------------------------------------------- step
-    def step(self, actions: Sequence[str]):
+    def step(self, actions: Sequence[str], active: np.ndarray | None = None):
         """Apply one action string per episode. Returns (frames, reward, terminated, truncated,
         info) with info["feedback"] (list[str]), info["success"] (bool[B]: the state is solved
-        now) and info["step"] (int[B], steps taken in the current episode)."""
+        now) and info["step"] (int[B], steps taken in the current episode).
+
+        ``active`` (bool[B], optional) steps only those episodes: the others keep their state,
+        step count and pending auto-reset, and report reward 0, not terminated, feedback "" (their
+        entries in ``actions`` are ignored and may be None).
+        """
         if not self._has_reset:
             raise RuntimeError("step() called before reset()")
         if isinstance(actions, (str, bytes)) or not hasattr(actions, "__len__"):
             raise ValueError(f"actions: expected a list of {self.num_envs} strings, "
                              f"got {type(actions).__name__}")
+        if active is not None:
+            active = np.asarray(active)
+            if active.dtype != np.bool_ or active.shape != (self.num_envs,):
+                raise ValueError(f"active: expected a bool array of shape ({self.num_envs},)")
         family = self.family
         self.grammar.parse(actions, self._actions)
+        if active is not None:
+            np.copyto(self._actions.error, IGNORED, where=~active)
         family.step(self.state, self._actions, self.reward, self.terminated, self._codes)
-        self.steps += 1
+        if active is None:
+            self.steps += 1
+        else:
+            self.steps += active
         if self.max_steps is not None:
             np.greater_equal(self.steps, self.max_steps, out=self.truncated)
             np.logical_not(self.terminated, out=self._scratch)
             np.logical_and(self.truncated, self._scratch, out=self.truncated)
+            if active is not None:
+                np.logical_and(self.truncated, active, out=self.truncated)
         family.render_after_step(self.state, self.frames)
 
         messages = self._actions.message
         texts = self._texts
-        feedback = [messages[b] if 0 < c < 16 else texts[c] for b, c in enumerate(self._codes.tolist())]
+        feedback = [messages[b] if 0 < c < IGNORED else texts[c]
+                    for b, c in enumerate(self._codes.tolist())]
 
-        if self.autoreset == "next_step" and self._done.any():
-            # Episodes that ended on the previous call start over; their action is ignored.
-            rows = np.flatnonzero(self._done)
+        pending = self._done if active is None else self._done & active
+        if self.autoreset == "next_step" and pending.any():
+            # Episodes that ended on their previous step start over; their action is ignored.
+            rows = np.flatnonzero(pending)
             new_seeds = next_seeds(self.seeds[rows])
             family.reset_rows(self.state, rows, new_seeds)
             family.render_rows(self.state, self.frames, rows)
@@ -130,7 +163,10 @@ class BatchEnv:
             self.truncated[rows] = False
             for b in rows.tolist():
                 feedback[b] = ""
-        np.logical_or(self.terminated, self.truncated, out=self._done)
+        if active is None:
+            np.logical_or(self.terminated, self.truncated, out=self._done)
+        else:
+            np.copyto(self._done, self.terminated | self.truncated, where=active)
         return self.frames, self.reward, self.terminated, self.truncated, self._info(feedback)
 
     def _info(self, feedback: list) -> dict:
@@ -156,11 +192,14 @@ class BatchEnv:
     def prompts(self, text_mode: bool = False) -> list[str]:
         return [self.prompt(text_mode, i) for i in range(self.num_envs)]
 
-    def render_text(self) -> list[str]:
-        """The ansi rendering of every episode (families with a text mode)."""
+    def render_text(self, index: int | None = None):
+        """The ansi rendering of every episode (a list), or of episode ``index`` (a str);
+        families with a text mode only."""
         self._check_reset()
         if not self.family.has_text_mode:
             raise ValueError(f"{self.family.name} has no text rendering")
+        if index is not None:
+            return self.family.render_text(self.state, self._index(index))
         return [self.family.render_text(self.state, i) for i in range(self.num_envs)]
 
     def solve(self, strategy: str | None = None, num_steps: int | None = None) -> list[list[str]]:

@@ -29,6 +29,7 @@ PARSE_ERROR = 1      # not a literal at all
 FORMAT_ERROR = 2     # a literal, but not a 2-tuple
 UNKNOWN_NAME = 3     # a 2-tuple whose name is not an action of the family
 BAD_PAYLOAD = 4      # known name, payload outside its space
+IGNORED = 5          # set by BatchEnv for rows not stepped this call (families: any error is a no-op)
 
 FORMAT_MESSAGE = (
     "The action format is invalid. The action should be a tuple of two elements with the first "

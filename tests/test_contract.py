@@ -273,3 +273,36 @@ def _shared_env(env_id):
         env.reset(seeds=[11])
         _ENVS[env_id] = env
     return _ENVS[env_id]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_masked_step_and_row_reset_leave_other_episodes_alone(env_id):
+    """step(active=...) advances only the active episodes; reset(rows=...) restarts only those
+    rows. Both are what the evaluation runner uses to share one BatchEnv among episodes."""
+    env = visgym.make(env_id, num_envs=3, autoreset="disabled")
+    env.reset(seeds=[1, 2, 3])
+    plans = env.solve()
+    before = env.state_dicts()
+    frames = env.frames.copy()
+    active = np.array([True, False, True])
+    _, reward, terminated, _, info = env.step([plans[0][0], None, plans[2][0]], active=active)
+    assert env.state_dicts()[1] == before[1]
+    np.testing.assert_array_equal(env.frames[1], frames[1])
+    assert info["step"].tolist() == [1, 0, 1] and info["feedback"][1] == ""
+    solo = visgym.make(env_id, num_envs=1)
+    solo.reset(seeds=[1])
+    solo.step([plans[0][0]])
+    assert solo.state_dicts()[0] == env.state_dicts()[0]
+    row2 = env.state_dicts()[2]
+    env.reset(rows=[0], seeds=[9])
+    fresh = visgym.make(env_id, num_envs=1)
+    fresh.reset(seeds=[9])
+    assert env.state_dicts()[0] == fresh.state_dicts()[0]
+    np.testing.assert_array_equal(env.frames[0], fresh.frames[0])
+    assert env.state_dicts()[2] == row2 and env.steps.tolist() == [0, 0, 1]
+    env.reset(rows=[1], init_states=[fresh.state_dicts()[0]])
+    assert env.state_dicts()[1] == fresh.state_dicts()[0]
+    with pytest.raises(ValueError, match="rows"):
+        env.reset(rows=[3])
+    with pytest.raises(ValueError, match="active"):
+        env.step(["x"] * 3, active=[1, 0, 1])
