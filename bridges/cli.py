@@ -1,13 +1,16 @@
 """The ``visgym`` command line.
 
-``visgym demo``: rolls the built-in solver through a few episodes of each requested env in one
-BatchEnv, writes one GIF per episode and prints a one-line success summary. (The evaluation
-runner replaces it as the main job when it lands.)
+``visgym eval``: evaluate an agent (an OpenAI-compatible model, or offline: the solver, random
+actions, a replay) on the evaluation splits; with no agent options it runs the solver agent on
+every implemented task, offline (this is ``make demo``).
+``visgym report DIR...``: rebuild the summaries of runs and compare them side by side.
+``visgym demo``: roll the solver through a few episodes and write GIFs (a quick smoke test).
 ``visgym list``: the registered ids.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -63,9 +66,135 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-._" else "-" for c in text).strip("-") or "run"
+
+
+def cmd_eval(args) -> int:
+    from .agents import GenerationSettings, make_agent
+    from .evaluate import EvalConfig, run_eval
+    from .report import summarize
+    from .splits import SPLITS, load_reference_layout, load_split, tasks_with_splits
+
+    agent_kind = args.agent or ("openai" if args.model else "solver")
+    splits = list(SPLITS) if args.split == "all" else [args.split]
+    available = tasks_with_splits()
+    tasks = args.tasks.split(",") if args.tasks else available
+    for task in tasks:
+        if task not in available:
+            raise ValueError(f"--tasks: unknown or unavailable task {task!r} "
+                             f"(available: {', '.join(available)})")
+    if args.text_mode:
+        from ..core import make_family
+
+        for task in tasks:
+            if not make_family(f"{task}/easy").has_text_mode:
+                raise ValueError(f"--text-mode: {task} has no text rendering (families with one: "
+                                 + ", ".join(t for t in available
+                                             if make_family(f"{t}/easy").has_text_mode) + ")")
+    episodes, skipped = [], 0
+    for split in splits:
+        if args.dataset_root:
+            found, bad = load_reference_layout(args.dataset_root, split, tasks)
+            episodes += found
+            skipped += bad
+        else:
+            for task in tasks:
+                episodes += load_split(task, split)[: args.episodes]
+    if args.dataset_root and args.episodes:
+        per_task = {}
+        kept = []
+        for e in episodes:
+            per_task[e.env_id] = per_task.get(e.env_id, 0) + 1
+            if per_task[e.env_id] <= args.episodes:
+                kept.append(e)
+        episodes = kept
+    if skipped:
+        print(f"eval: skipped {skipped} unparsable episode lines under {args.dataset_root}",
+              file=sys.stderr)
+    if not episodes:
+        raise ValueError("no episodes to run (check --tasks, --split and --dataset-root)")
+    extra_body = None
+    if args.extra_body:
+        try:
+            extra_body = json.loads(args.extra_body)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--extra-body: not valid JSON ({e.msg})") from None
+        if not isinstance(extra_body, dict):
+            raise ValueError("--extra-body: must be a JSON object")
+    settings = GenerationSettings(temperature=args.temperature, max_tokens=args.max_tokens,
+                                  top_p=args.top_p, reasoning_effort=args.reasoning_effort,
+                                  extra_body=extra_body)
+    agent = make_agent(agent_kind, model=args.model, base_url=args.base_url,
+                       api_key_env=args.api_key_env, settings=settings, timeout_s=args.timeout,
+                       max_attempts=args.max_attempts, replay=args.replay, seed=args.seed)
+    name = args.model or agent_kind
+    suffix = "_text" * args.text_mode + "_goal" * args.final_goal
+    out = args.out or os.path.join("results", _slug(f"{name}_{args.split}{suffix}"))
+    config = EvalConfig(out=out, split=args.split, max_steps=args.max_steps,
+                        concurrency=args.concurrency, history=args.history,
+                        max_long_side=None if args.max_long_side <= 0 else args.max_long_side,
+                        text_mode=args.text_mode, final_goal=args.final_goal,
+                        include_feedback=not args.no_feedback,
+                        elicit_verbalization=args.elicit_verbalization, gifs=not args.no_gifs,
+                        resume=args.resume, progress=not args.quiet)
+    provenance = {"dataset": args.dataset_root or "shipped splits",
+                  "command": "visgym eval " + " ".join(args.argv)}
+    print(f"eval: {agent_kind} agent{' ' + args.model if args.model else ''}, "
+          f"{len(episodes)} episodes of {len(tasks)} task(s), split {args.split} -> {out}",
+          file=sys.stderr)
+    paths = run_eval(agent, config, episodes, provenance)
+    with open(paths["md"]) as f:
+        print(f.read())
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .report import main_report
+
+    return main_report(args.dirs)
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="visgym", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    ev = sub.add_parser("eval", help="evaluate an agent on the evaluation splits")
+    ev.add_argument("--agent", choices=["openai", "solver", "random", "replay"], default=None,
+                    help="default: openai when --model is given, else solver")
+    ev.add_argument("--model", default=None)
+    ev.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (e.g. a vLLM server)")
+    ev.add_argument("--api-key-env", default="OPENAI_API_KEY",
+                    help="name of the environment variable holding the API key")
+    ev.add_argument("--split", choices=["easy", "hard", "all"], default="easy")
+    ev.add_argument("--tasks", default=None, help="comma-separated tasks (default: all)")
+    ev.add_argument("--episodes", type=int, default=None, help="episodes per task (default: 70)")
+    ev.add_argument("--concurrency", type=int, default=8)
+    ev.add_argument("--max-steps", type=int, default=None, help="default: 20 easy, 30 hard")
+    ev.add_argument("--history", type=int, default=-1, help="turns of history (-1: all)")
+    ev.add_argument("--max-long-side", type=int, default=336, help="0: no resizing")
+    ev.add_argument("--text-mode", action="store_true")
+    ev.add_argument("--final-goal", action="store_true")
+    ev.add_argument("--no-feedback", action="store_true")
+    ev.add_argument("--elicit-verbalization", action="store_true")
+    ev.add_argument("--temperature", type=float, default=None)
+    ev.add_argument("--max-tokens", type=int, default=8192)
+    ev.add_argument("--top-p", type=float, default=None)
+    ev.add_argument("--reasoning-effort", default=None)
+    ev.add_argument("--extra-body", default=None, help="JSON object merged into each request")
+    ev.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    ev.add_argument("--max-attempts", type=int, default=6)
+    ev.add_argument("--dataset-root", default=None, help="the reference's evaluation metadata")
+    ev.add_argument("--replay", default=None, help="JSON file of actions for --agent replay")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the random agent")
+    ev.add_argument("--resume", action="store_true")
+    ev.add_argument("--no-gifs", action="store_true")
+    ev.add_argument("--quiet", action="store_true", help="no progress line")
+    ev.add_argument("--out", default=None, help="run directory (default: results/<model>_<split>)")
+    ev.set_defaults(func=cmd_eval, argv=argv[1:])
+    rep = sub.add_parser("report", help="rebuild summaries; compare several runs")
+    rep.add_argument("dirs", nargs="+")
+    rep.set_defaults(func=cmd_report)
     demo = sub.add_parser("demo", help="solve a few episodes and write their GIFs")
     demo.add_argument("--envs", default="maze_2d/easy,maze_2d/hard")
     demo.add_argument("--episodes", type=int, default=4)
@@ -75,12 +204,20 @@ def main(argv=None) -> int:
     lister = sub.add_parser("list", help="list the registered env ids")
     lister.set_defaults(func=lambda args: print("\n".join(list_envs())) or 0)
     args = parser.parse_args(argv)
-    if getattr(args, "episodes", 1) < 1:
+    if (getattr(args, "episodes", None) or 1) < 1:
         parser.error("--episodes must be at least 1")
     for env_id in getattr(args, "envs", "").split(",") if hasattr(args, "envs") else []:
         if env_id not in list_envs():
             parser.error(f"--envs: unknown env id {env_id!r} (see 'visgym list')")
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ValueError as error:
+        print(f"visgym {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\nvisgym {args.command}: interrupted; finished episodes are saved "
+              "(rerun with --resume to continue)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

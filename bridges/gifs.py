@@ -192,7 +192,9 @@ def write_episode_gif(path, frames: list[np.ndarray], captions: list[list[str]],
     """Write the captioned episode to ``path`` as an infinitely looping GIF (first frame held
     ``start_hold_ms``, last ``end_hold_ms``, the rest ``ms_per_frame``; at least 20 ms each),
     atomically through a temp file. Never raises: any failure is logged as a warning, because
-    a missing GIF must not cost the episode it illustrates."""
+    a missing GIF must not cost the episode it illustrates. Pillow merges consecutive frames
+    that are pixel-identical into one (summing their durations); captions carry the step
+    number, so in practice every step keeps its own frame."""
     tmp = None
     try:
         from PIL import Image

@@ -18,14 +18,14 @@ Bounds (model text is untrusted; a reply may be huge or built to be slow):
   text.
 * Parentheses are matched in one O(n) stack pass over the window.
 * Candidates are tried from the selection end (right to left for last-wins) and the scan stops at
-  the first valid one. Candidates longer than ``visgym.core.literal.MAX_CHARS`` are skipped
-  without parsing (that parser rejects them anyway, and so would the env); a candidate whose first
-  character after ``(`` cannot begin a string (a digit, ``[``, ``-``, ...) is skipped because it
-  can never be headed by a string, and so is one without a comma (every non-empty tuple has
-  one). At most ``MAX_PARSE_CHARS`` (200 000) characters in total are
-  handed to ``parse_literal`` per reply; once spent, the scan stops and the reply counts as having
-  no candidate. An adversarial reply therefore costs O(n + MAX_PARSE_CHARS); 100 000 ``(`` or
-  1 MB of ``(a,`` take a few milliseconds.
+  the first valid one. Slices that cannot be a string-headed tuple are skipped unparsed: longer
+  than ``visgym.core.literal.MAX_CHARS`` (that parser rejects them, and so would the env), no
+  comma inside (every non-empty tuple has one), or a first character after ``(`` that cannot
+  begin a string (a digit, ``[``, ``-``, ...). At most ``MAX_PARSE_CHARS`` (200 000) characters
+  in total are handed to ``parse_literal`` per reply (it reads about 1 us per character); once
+  spent, the scan stops and the reply counts as having no candidate. Measured: 100 000 ``(``,
+  1 MB of ``(a,`` or 1.2 MB of ``(x)`` take about 10 ms; a reply built to spend the whole parse
+  budget stays near 0.2 s.
 
 Literal evaluation uses the package's bounded parser (``visgym.core.literal.parse_literal``),
 never ``eval``/``ast.literal_eval``. Deviations from the reference, all in pathological inputs

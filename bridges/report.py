@@ -73,8 +73,11 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
     denom = 1.0 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = (z / denom) * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n))
-    # Clamp only the rounding noise: at 0/n the lower bound is exactly 0 in closed form.
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # In closed form the bound at 0/n is exactly 0 and at n/n exactly 1; pin them so that
+    # rounding never puts the observed rate outside its own interval.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,375 @@
+"""Agents: what answers each turn of the evaluation loop.
+
+One small interface: ``await agent.act(turn) -> Reply``. A ``Turn`` carries the chat messages to
+send (OpenAI format, full history or the configured window), the current observation and prompt
+text, and the episode it belongs to. Four agents:
+
+- ``OpenAIAgent``: any OpenAI-compatible chat-completions endpoint (OpenAI, OpenRouter, vLLM,
+  SGLang) through the official ``openai`` client, with our own timeout, retries (exponential
+  backoff with jitter on 429, 5xx and connection errors, honouring Retry-After) and the reply
+  bookkeeping of spec/agent_loop.md 5.3: empty, refused and over-long replies are recorded as
+  such and still count as a step; a context-length error ends the episode.
+- ``SolverAgent``: the environment's own solver, replayed through the same loop (offline, no key).
+- ``RandomAgent``: random well-formed actions of the family's grammar.
+- ``ReplayAgent``: recorded action lists, by episode key or index.
+
+The API key is read from the environment variable the user names and is never logged or
+written anywhere; the endpoint is recorded without credentials.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+# Placeholders of the reference (spec 5.3): stored as the assistant turn and parsed like a reply.
+EXHAUSTED_REPLY = "Error in receiving a response after {n} trials"
+EMPTY_REPLY = "Empty response"
+CONTEXT_REPLY = "Error: Maximum context length is exceeded."
+IMAGES_REPLY = "Error: Total number of images exceeds the maximum context length"
+MAX_REPLY_CHARS = 32768
+
+
+@dataclass
+class Episode:
+    """What an agent may know about the episode it is playing."""
+
+    key: str
+    env_id: str
+    index: int
+    seed: int
+    solve: Callable[[], list] | None = None   # the solver's plan from the initial state
+    grammar: Any = None
+    data: dict = field(default_factory=dict)  # per-episode agent scratch space
+
+
+@dataclass
+class Turn:
+    episode: Episode
+    step: int
+    messages: list          # the chat messages to send, user turn last
+    prompt: str             # the text of this turn's user message
+    frame: np.ndarray | None = None
+
+
+@dataclass
+class Reply:
+    text: str
+    flag: str | None = None          # None, "empty", "refused", "too_long", "error"
+    fatal: str | None = None         # "context_length": the episode ends after this step
+    usage: dict | None = None
+    attempts: int = 1
+    latency_s: float = 0.0
+    error: str | None = None         # last error message (no credentials)
+
+
+class Agent:
+    """Base class; subclasses implement ``act``."""
+
+    name = "agent"
+
+    async def act(self, turn: Turn) -> Reply:
+        raise TypeError(f"{type(self).__name__} does not implement act()")
+
+    def describe(self) -> dict:
+        return {"agent": self.name}
+
+    async def aclose(self) -> None:
+        return None
+
+
+# ---------------------------------------------------------------------------- offline agents
+class SolverAgent(Agent):
+    """Plays the environment's solver plan, one action per turn, then stops."""
+
+    name = "solver"
+
+    async def act(self, turn: Turn) -> Reply:
+        plan = turn.episode.data.get("plan")
+        if plan is None:
+            plan = turn.episode.data["plan"] = turn.episode.solve()
+        action = plan[turn.step] if turn.step < len(plan) else "('stop', 'stop')"
+        return Reply(text=action)
+
+
+class RandomAgent(Agent):
+    """Random well-formed actions (uniform over action names, then payloads), seeded per episode."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    async def act(self, turn: Turn) -> Reply:
+        from .gym import ActionText
+
+        space = turn.episode.data.get("space")
+        if space is None:
+            space = ActionText(turn.episode.grammar, seed=(self.seed * 1_000_003 + turn.episode.seed) % 2**32)
+            turn.episode.data["space"] = space
+        return Reply(text=space.sample())
+
+    def describe(self) -> dict:
+        return {"agent": self.name, "seed": self.seed}
+
+
+class ReplayAgent(Agent):
+    """Recorded actions: a JSON file mapping episode keys (``maze_2d/easy#3``) or indices to
+    action lists, or a JSON list used for every episode. Past the end of a list it stops."""
+
+    name = "replay"
+
+    def __init__(self, path: str):
+        try:
+            with open(path) as f:
+                self.actions = json.load(f)
+        except OSError as e:
+            raise ValueError(f"--replay: cannot read {path}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--replay: {path} is not valid JSON ({e.msg} at line {e.lineno})") from None
+        if not isinstance(self.actions, (list, dict)):
+            raise ValueError(f"--replay: {path} must hold a list of actions or an object of lists")
+        self.path = path
+
+    async def act(self, turn: Turn) -> Reply:
+        actions = self.actions
+        if isinstance(actions, dict):
+            ep = turn.episode
+            actions = actions.get(ep.key, actions.get(str(ep.index), []))
+        action = actions[turn.step] if turn.step < len(actions) else "('stop', 'stop')"
+        return Reply(text=str(action))
+
+    def describe(self) -> dict:
+        return {"agent": self.name, "replay_file": self.path}
+
+
+# ------------------------------------------------------------------------------ OpenAI agent
+def redact_url(url: str | None) -> str | None:
+    """The endpoint without user info, query or fragment (never record credentials)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+@dataclass
+class GenerationSettings:
+    temperature: float | None = None
+    max_tokens: int | None = 8192
+    top_p: float | None = None
+    reasoning_effort: str | None = None
+    extra_body: dict | None = None
+
+    def request_kwargs(self) -> dict:
+        kwargs = {}
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            kwargs["max_completion_tokens"] = self.max_tokens
+        if self.top_p is not None:
+            kwargs["top_p"] = self.top_p
+        if self.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = self.reasoning_effort
+        if self.extra_body:
+            kwargs["extra_body"] = self.extra_body
+        return kwargs
+
+
+def _is_context_error(text: str) -> str | None:
+    lowered = text.lower()
+    if "total number of images exceeds" in lowered:
+        return IMAGES_REPLY
+    if ("maximum context length" in lowered or "context_length_exceeded" in lowered
+            or "context length" in lowered and "exceed" in lowered):
+        return CONTEXT_REPLY
+    return None
+
+
+class OpenAIAgent(Agent):
+    """Chat completions against any OpenAI-compatible endpoint."""
+
+    name = "openai"
+
+    def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 settings: GenerationSettings | None = None, timeout_s: float = 120.0,
+                 max_attempts: int = 6, backoff_s: float = 1.0, max_backoff_s: float = 60.0,
+                 client=None):
+        if not model:
+            raise ValueError("--model: a model name is required for the openai agent")
+        self.model = model
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        self.settings = settings or GenerationSettings()
+        self.timeout_s = timeout_s
+        self.max_attempts = max(1, int(max_attempts))
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._rng = random.Random()
+        if client is None:
+            import openai
+
+            key = os.environ.get(api_key_env)
+            if not key:
+                if base_url and urlsplit(base_url).hostname in ("127.0.0.1", "localhost", "::1"):
+                    key = "EMPTY"  # local servers (vLLM, SGLang) accept any key
+                else:
+                    raise ValueError(f"--api-key-env: environment variable {api_key_env} is not "
+                                     "set (it must hold the API key for the endpoint)")
+            client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s,
+                                        max_retries=0)
+        self.client = client
+
+    def describe(self) -> dict:
+        return {"agent": self.name, "model": self.model, "endpoint": redact_url(self.base_url)
+                or "https://api.openai.com/v1", "api_key_env": self.api_key_env,
+                "generation": {k: v for k, v in vars(self.settings).items()},
+                "timeout_s": self.timeout_s, "max_attempts": self.max_attempts}
+
+    async def aclose(self) -> None:
+        close = getattr(self.client, "close", None)
+        if close is not None:
+            result = close()
+            if asyncio.iscoroutine(result):
+                await result
+
+    def _retry_delay(self, attempt: int, retry_after: float | None) -> float:
+        delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
+        delay *= 0.5 + self._rng.random()  # full jitter around the exponential schedule
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.max_backoff_s * 5))
+        return delay
+
+    async def act(self, turn: Turn) -> Reply:
+        import openai
+
+        start = time.perf_counter()
+        last_error = None
+        kwargs = self.settings.request_kwargs()
+        for attempt in range(1, self.max_attempts + 1):
+            retry_after = None
+            try:
+                response = await asyncio.wait_for(
+                    self.client.chat.completions.create(model=self.model, messages=turn.messages,
+                                                        **kwargs),
+                    timeout=self.timeout_s + 5.0)
+            except openai.BadRequestError as e:
+                text = _error_text(e)
+                placeholder = _is_context_error(text)
+                if placeholder:
+                    return Reply(placeholder, flag="error", fatal="context_length",
+                                 attempts=attempt, latency_s=time.perf_counter() - start,
+                                 error=text[:500])
+                return Reply(EXHAUSTED_REPLY.format(n=attempt), flag="error", attempts=attempt,
+                             latency_s=time.perf_counter() - start, error=text[:500])
+            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError,
+                    openai.APIResponseValidationError, asyncio.TimeoutError, json.JSONDecodeError) as e:
+                last_error = _error_text(e)
+                retry_after = _retry_after(e)
+            except openai.APIStatusError as e:
+                last_error = _error_text(e)
+                if e.status_code < 500 and e.status_code not in (408, 409, 429):
+                    placeholder = _is_context_error(last_error)
+                    return Reply(placeholder or EXHAUSTED_REPLY.format(n=attempt), flag="error",
+                                 fatal="context_length" if placeholder else None,
+                                 attempts=attempt, latency_s=time.perf_counter() - start,
+                                 error=last_error[:500])
+                retry_after = _retry_after(e)
+            else:
+                return self._reply_from(response, attempt, time.perf_counter() - start)
+            if attempt < self.max_attempts:
+                await asyncio.sleep(self._retry_delay(attempt, retry_after))
+        return Reply(EXHAUSTED_REPLY.format(n=self.max_attempts), flag="error",
+                     attempts=self.max_attempts, latency_s=time.perf_counter() - start,
+                     error=(last_error or "")[:500])
+
+    @staticmethod
+    def _reply_from(response, attempt: int, latency: float) -> Reply:
+        usage = None
+        if getattr(response, "usage", None) is not None:
+            u = response.usage
+            usage = {"prompt_tokens": getattr(u, "prompt_tokens", None),
+                     "completion_tokens": getattr(u, "completion_tokens", None)}
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            return Reply(EXHAUSTED_REPLY.format(n=attempt), flag="error", usage=usage,
+                         attempts=attempt, latency_s=latency, error="response without choices")
+        message = choices[0].message
+        content = getattr(message, "content", None)
+        refusal = getattr(message, "refusal", None)
+        if content is None:
+            flag = "refused" if refusal else "error"
+            return Reply(EXHAUSTED_REPLY.format(n=attempt), flag=flag, usage=usage,
+                         attempts=attempt, latency_s=latency,
+                         error=f"refusal: {refusal}"[:500] if refusal else "content is null")
+        if not isinstance(content, str):
+            content = str(content)
+        if content == "":
+            return Reply(EMPTY_REPLY, flag="empty", usage=usage, attempts=attempt,
+                         latency_s=latency)
+        flag = None
+        if choices[0].finish_reason == "length" or len(content) > MAX_REPLY_CHARS:
+            flag = "too_long"
+        return Reply(content, flag=flag, usage=usage, attempts=attempt, latency_s=latency)
+
+
+def _error_text(error: BaseException) -> str:
+    text = getattr(error, "message", None) or str(error) or type(error).__name__
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            text = f"{text} ({inner['message']})" if inner["message"] not in text else text
+    return f"{type(error).__name__}: {text}"
+
+
+def _retry_after(error: BaseException) -> float | None:
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return float(value) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def make_agent(kind: str, **options) -> Agent:
+    if kind == "solver":
+        return SolverAgent()
+    if kind == "random":
+        return RandomAgent(seed=options.get("seed", 0))
+    if kind == "replay":
+        if not options.get("replay"):
+            raise ValueError("--replay: the replay agent needs a file of recorded actions")
+        return ReplayAgent(options["replay"])
+    if kind == "openai":
+        return OpenAIAgent(model=options.get("model"), base_url=options.get("base_url"),
+                           api_key_env=options.get("api_key_env") or "OPENAI_API_KEY",
+                           settings=options.get("settings"),
+                           timeout_s=options.get("timeout_s", 120.0),
+                           max_attempts=options.get("max_attempts", 6))
+    raise ValueError(f"--agent: expected one of openai, solver, random, replay; got {kind!r}")

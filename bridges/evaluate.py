@@ -1,0 +1,581 @@
+"""The evaluation runner: many episodes in flight, one conversation each, scored and logged.
+
+Implements the episode loop of spec/agent_loop.md section 2 (user turn = JPEG observation +
+text; full multi-turn history or a window of k turns; the previous step's feedback in the next
+turn; step budget 20 easy / 30 hard; reply -> action by bridges/replies), the text-mode and
+final-goal ablations (section 7), and the outputs of section 8 in our own layout:
+``<out>/episodes.jsonl`` (one record per episode, appended atomically: write, flush, fsync),
+``run.json`` (provenance), ``gifs/`` and the summaries written by bridges/report.
+
+Concurrency: up to ``concurrency`` episodes run at once as asyncio tasks. Episodes of one env id
+share a BatchEnv (one row per episode in flight): a step request parks the episode, and all
+requests that arrive in the same event-loop turn are applied in one ``BatchEnv.step`` call with
+an ``active`` mask. JPEG encoding and GIF writing run in a small thread pool (Pillow releases the
+GIL), so the event loop keeps serving replies.
+
+Resuming: finished episodes are read back from episodes.jsonl (a torn last line from a kill -9
+is ignored) and skipped; every episode is recorded exactly once.
+
+Fixed reference quirks (spec 12): the model, endpoint and ablation flags are recorded (4); a
+final-goal solver failure is recorded for that episode instead of aborting the run (9); the GIF
+ends with the final state (6); text mode works with a history window (the reference crashed).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from ..core import make
+from ..core.registry import spec as env_spec
+from .agents import Agent, Episode, Turn
+from .imaging import data_url, encode_jpeg_b64
+from .replies import extract_action, extract_think
+from .splits import EpisodeSpec
+
+VERBALIZE_SUFFIX = ("\n\nVerbalize your reasoning in <think>\u2026</think> and give the final "
+                    "result in <answer>\u2026</answer>.")
+GOAL_TEXT = "The final goal of the episode should look like the following image: "
+_FEEDBACK_RE = re.compile(r"Environment feedback:.*?(?=This is step)", re.DOTALL)
+
+
+@dataclass
+class EvalConfig:
+    out: str
+    split: str = "easy"
+    max_steps: int | None = None          # None: 20 easy / 30 hard
+    concurrency: int = 8
+    history: int = -1                     # -1 full conversation, 0 none, k > 0 last k turns
+    max_long_side: int | None = 336
+    text_mode: bool = False
+    final_goal: bool = False
+    include_feedback: bool = True
+    elicit_verbalization: bool = False
+    gifs: bool = True
+    resume: bool = False
+    progress: bool = True
+
+    def validate(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"--concurrency: must be at least 1, got {self.concurrency}")
+        if self.history < -1:
+            raise ValueError(f"--history: must be -1 (all), 0 or a positive count, got {self.history}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"--max-steps: must be at least 1, got {self.max_steps}")
+        if self.final_goal and self.history != -1:
+            raise ValueError("--final-goal: needs the full history (--history -1), since the goal "
+                             "image lives in the first turn")
+        if self.final_goal and self.text_mode:
+            raise ValueError("--final-goal: cannot be combined with --text-mode")
+        if self.max_long_side is not None and self.max_long_side < 16:
+            raise ValueError(f"--max-long-side: must be at least 16, got {self.max_long_side}")
+
+
+# ------------------------------------------------------------------------------ output files
+def _fsync_append(path: Path, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _atomic_write_json(path: Path, data) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_done_keys(path: Path) -> set:
+    """Keys of the episodes already recorded; a torn or garbled line is ignored. A torn tail
+    (no final newline) is cut off so the next append starts on a fresh line."""
+    done = set()
+    if not path.exists():
+        return done
+    with open(path, "rb") as f:
+        data = f.read()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        with open(path, "r+b") as f:
+            f.truncate(cut)
+            f.flush()
+            os.fsync(f.fileno())
+        data = data[:cut]
+    for line in data.splitlines():
+        try:
+            done.add(json.loads(line)["key"])
+        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+            continue
+    return done
+
+
+def _git_commit() -> str | None:
+    root = Path(__file__).resolve().parents[1]
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+# ---------------------------------------------------------------------------- batched stepping
+@dataclass
+class StepResult:
+    reward: float
+    terminated: bool
+    truncated: bool
+    feedback: str
+    success: bool
+    cost_s: float = 0.0   # this episode's share of the batched step call
+
+
+class TaskStepper:
+    """One BatchEnv shared by the in-flight episodes of an env id; steps are micro-batched."""
+
+    def __init__(self, env_id: str, slots: int, max_steps: int, make_kwargs: dict | None = None):
+        self.env = make(env_id, num_envs=slots, autoreset="disabled", max_steps=max_steps,
+                        **(make_kwargs or {}))
+        self.env.reset(seeds=list(range(slots)))
+        self.free = list(range(slots))
+        self._pending: dict[int, tuple[str, asyncio.Future]] = {}
+        self._scheduled = False
+        self._active = np.zeros(slots, np.bool_)
+        self._actions: list = [None] * slots
+        self.calls = 0
+
+    def acquire(self) -> int:
+        return self.free.pop()
+
+    def release(self, slot: int) -> None:
+        self.free.append(slot)
+
+    def load(self, slot: int, episode: EpisodeSpec) -> None:
+        self.env.reset(rows=[slot], seeds=[episode.episode_seed % 2**64],
+                       init_states=[episode.init_state])
+
+    async def step(self, slot: int, action: str) -> StepResult:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._pending[slot] = (action, future)
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._flush)
+        return await future
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        pending, self._pending = self._pending, {}
+        self._active[:] = False
+        for slot, (action, _) in pending.items():
+            self._active[slot] = True
+            self._actions[slot] = action
+        t0 = time.perf_counter()
+        try:
+            _, reward, terminated, truncated, info = self.env.step(self._actions, active=self._active)
+        except Exception as error:  # pragma: no cover - the env never raises on actions
+            for _, future in pending.values():
+                future.set_exception(error)
+            return
+        self.calls += 1
+        share = (time.perf_counter() - t0) / len(pending)
+        for slot, (_, future) in pending.items():
+            self._actions[slot] = None
+            if not future.cancelled():
+                future.set_result(StepResult(float(reward[slot]), bool(terminated[slot]),
+                                             bool(truncated[slot]), info["feedback"][slot],
+                                             bool(info["success"][slot]), share))
+
+
+# ------------------------------------------------------------------------------- the runner
+@dataclass
+class Progress:
+    total: int
+    done: int = 0
+    successes: int = 0
+    requests: int = 0
+    errors: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    enabled: bool = True
+    _last: float = 0.0
+
+    def show(self, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self._last < 0.5:
+            return
+        self._last = now
+        elapsed = max(now - self.started, 1e-9)
+        rate = self.successes / self.done * 100 if self.done else 0.0
+        sys.stderr.write(f"\r  episodes {self.done}/{self.total}  success {rate:5.1f}%  "
+                         f"requests/s {self.requests / elapsed:6.1f}  errors {self.errors}  "
+                         f"{elapsed:6.0f}s")
+        sys.stderr.flush()
+        if force:
+            sys.stderr.write("\n")
+
+
+class Runner:
+    def __init__(self, agent: Agent, config: EvalConfig, episodes: list[EpisodeSpec],
+                 provenance: dict | None = None):
+        config.validate()
+        self.agent = agent
+        self.config = config
+        self.episodes = episodes
+        self.out = Path(config.out)
+        self.records_path = self.out / "episodes.jsonl"
+        self.provenance = provenance or {}
+        # JPEG encoding in threads (Pillow releases the GIL); GIFs in their own thread so a slow
+        # GIF never delays an observation.
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="visgym-encode")
+        self._gif_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="visgym-gif")
+        self._steppers: dict[tuple, TaskStepper] = {}
+        self._goal_envs: dict[tuple, object] = {}
+        self.overhead_s = 0.0
+        self.overhead_steps = 0
+
+    # -- provenance ---------------------------------------------------------------------
+    def _run_info(self) -> dict:
+        from .. import __version__
+
+        cfg = asdict(self.config)
+        for k in ("out", "resume", "progress"):
+            cfg.pop(k)
+        return {**self.agent.describe(), **self.provenance, "split": self.config.split,
+                "settings": cfg, "tasks": sorted({e.task for e in self.episodes}),
+                "episodes": len(self.episodes), "package_version": __version__,
+                "git_commit": _git_commit(), "host": socket.gethostname()}
+
+    def _prepare_out(self) -> set:
+        self.out.mkdir(parents=True, exist_ok=True)
+        run_path = self.out / "run.json"
+        info = self._run_info()
+        done = set()
+        if self.records_path.exists() or run_path.exists():
+            if not self.config.resume:
+                raise ValueError(f"--out: {self.out} already holds a run; pass --resume to "
+                                 "continue it or choose another directory")
+            if run_path.exists():
+                with open(run_path) as f:
+                    old = json.load(f)
+                for key in ("agent", "model", "endpoint", "split", "settings", "tasks"):
+                    if key in old and old.get(key) != info.get(key):
+                        raise ValueError(f"--resume: {run_path} was made with a different {key} "
+                                         f"({old.get(key)!r}, now {info.get(key)!r})")
+                info["started"] = old.get("started")
+                info["resumed"] = old.get("resumed", 0) + 1
+            done = read_done_keys(self.records_path)
+        info.setdefault("started", None)
+        info["started"] = info["started"] or datetime.now(timezone.utc).isoformat()
+        info["finished"] = None
+        _atomic_write_json(run_path, info)
+        self._info = info
+        return done
+
+    # -- episodes -----------------------------------------------------------------------
+    def _stepper(self, episode: EpisodeSpec, slots: int, budget: int) -> TaskStepper:
+        key = (episode.env_id, json.dumps(episode.make_kwargs, sort_keys=True))
+        if key not in self._steppers:
+            self._steppers[key] = TaskStepper(episode.env_id, slots, budget, episode.make_kwargs)
+        return self._steppers[key]
+
+    def _budget(self, episode: EpisodeSpec) -> int:
+        return self.config.max_steps or env_spec(episode.env_id).default_max_steps
+
+    def _goal_frame(self, episode: EpisodeSpec, state: dict):
+        """The solved configuration's frame, found as the reference does: replay the default
+        solver on a copy and require a rewarded stop. None if the solver fails."""
+        key = (episode.env_id, json.dumps(episode.make_kwargs, sort_keys=True))
+        env = self._goal_envs.get(key)
+        if env is None:
+            env = self._goal_envs[key] = make(episode.env_id, num_envs=1, autoreset="disabled",
+                                              max_steps=None, **episode.make_kwargs)
+        env.reset(seeds=[episode.episode_seed % 2**64], init_states=[state])
+        reward = terminated = None
+        for action in env.solve()[0]:
+            _, reward, terminated, _, _ = env.step([action])
+        if terminated is None or not terminated[0] or reward[0] != 1.0:
+            return None
+        return env.frames[0].copy()
+
+    def _user_content(self, text: str, image_b64: str | None, goal_b64: str | None,
+                      ascii_frame: str | None) -> list:
+        if ascii_frame is not None:
+            return [{"type": "text", "text": ascii_frame + "\n" + text}]
+        content = [{"type": "image_url", "image_url": {"url": data_url(image_b64)}},
+                   {"type": "text", "text": text}]
+        if goal_b64 is not None:
+            content += [{"type": "text", "text": GOAL_TEXT},
+                        {"type": "image_url", "image_url": {"url": data_url(goal_b64)}}]
+        return content
+
+    @staticmethod
+    def _prune(messages: list, k: int, instructions: str) -> list:
+        """Spec section 4: keep the last 2k messages; the oldest kept user turn loses its
+        feedback and gets the instructions prepended (no separator, as the reference)."""
+        if len(messages) >= 2 * k:
+            messages = messages[len(messages) - 2 * k:]
+        if messages and messages[0]["role"] == "user":
+            first = dict(messages[0])
+            parts = [dict(p) for p in first["content"]]
+            for part in parts:
+                if part["type"] == "text" and instructions not in part["text"]:
+                    part["text"] = instructions + _FEEDBACK_RE.sub("", part["text"], count=1)
+                    break
+            first["content"] = parts
+            messages = [first] + messages[1:]
+        return messages
+
+    def _encode_timed(self, frame) -> tuple[str, float]:
+        t0 = time.perf_counter()
+        b64 = encode_jpeg_b64(frame, self.config.max_long_side)
+        return b64, time.perf_counter() - t0
+
+    async def _encode(self, frame) -> str:
+        """Encode in the thread pool; the encoding time (not the wait) counts as loop overhead."""
+        loop = asyncio.get_running_loop()
+        b64, seconds = await loop.run_in_executor(self._pool, self._encode_timed, frame)
+        self.overhead_s += seconds
+        return b64
+
+    async def run_episode(self, episode: EpisodeSpec, stepper: TaskStepper) -> dict:
+        cfg = self.config
+        budget = self._budget(episode)
+        slot = stepper.acquire()
+        t_start = time.perf_counter()
+        try:
+            stepper.load(slot, episode)
+            env = stepper.env
+            agent_episode = Episode(key=episode.key, env_id=episode.env_id, index=episode.index,
+                                    seed=episode.episode_seed, grammar=env.grammar)
+            plan_holder = {}
+
+            def solve():
+                if "plan" not in plan_holder:
+                    plan_holder["plan"] = self._solve_from(episode)
+                return plan_holder["plan"]
+
+            agent_episode.solve = solve
+            record = {"key": episode.key, "env_id": episode.env_id, "task": episode.task,
+                      "split": episode.split, "index": episode.index, "seed": episode.seed,
+                      "episode_seed": episode.episode_seed, "init_state": episode.init_state}
+            goal_b64 = None
+            if cfg.final_goal:
+                goal = self._goal_frame(episode, episode.init_state)
+                if goal is None:
+                    record.update(success=False, reward=0.0, steps=0, terminated=False,
+                                  truncated=False, end_reason="goal_failed", invalid_actions=0,
+                                  error_replies=0, elapsed_s=0.0, usage=None, steps_log=[])
+                    return record
+                goal_b64 = await self._encode(goal)
+            instructions = env.prompt(text_mode=cfg.text_mode, index=slot)
+            if cfg.elicit_verbalization:
+                instructions += VERBALIZE_SUFFIX
+            messages: list = []
+            steps_log = []
+            frames = []
+            total_reward = 0.0
+            terminated = truncated = False
+            end_reason = "budget"
+            feedback = None
+            invalid = errors = 0
+            usage_total = {"prompt_tokens": 0, "completion_tokens": 0}
+            have_usage = False
+            for i in range(budget):
+                t0 = time.perf_counter()
+                step_msg = f"This is step {i + 1}. You are allowed to take {budget - i - 1} more steps."
+                if i == 0 or (cfg.history == 0 and not cfg.text_mode):
+                    text = instructions + "\n" + step_msg
+                else:
+                    parts = []
+                    if cfg.include_feedback and feedback is not None:
+                        parts.append("Environment feedback: " + feedback)
+                    parts.append(step_msg)
+                    text = "\n\n".join(parts)
+                frame = env.frames[slot].copy()
+                ascii_frame = env.render_text(slot) if cfg.text_mode else None
+                self.overhead_s += time.perf_counter() - t0
+                image_b64 = None if cfg.text_mode else await self._encode(frame)
+                t0 = time.perf_counter()
+                if cfg.gifs:
+                    frames.append(frame)
+                if cfg.history == 0:
+                    messages = []
+                elif cfg.history > 0 and i > 0:
+                    messages = self._prune(messages, cfg.history, instructions)
+                messages.append({"role": "user", "content": self._user_content(
+                    text, image_b64, goal_b64 if i == 0 else None, ascii_frame)})
+                self.overhead_s += time.perf_counter() - t0
+                reply = await self.agent.act(Turn(agent_episode, i, list(messages), text, frame))
+                t1 = time.perf_counter()
+                self.progress.requests += reply.attempts
+                messages.append({"role": "assistant", "content": reply.text})
+                action = extract_action(reply.text, cfg.elicit_verbalization)
+                self.overhead_s += time.perf_counter() - t1
+                result = await stepper.step(slot, action)
+                t1 = time.perf_counter()
+                self.overhead_s += result.cost_s
+                feedback = result.feedback
+                total_reward += result.reward
+                terminated, truncated = result.terminated, result.truncated
+                if reply.flag is not None:
+                    errors += 1
+                    self.progress.errors += reply.flag == "error"
+                invalid += _is_invalid_feedback(result.feedback)
+                if reply.usage:
+                    have_usage = True
+                    for k in usage_total:
+                        usage_total[k] += reply.usage.get(k) or 0
+                entry = {"step": i, "prompt": text, "reply": reply.text, "reply_flag": reply.flag,
+                         "action": action, "feedback": result.feedback, "reward": result.reward,
+                         "terminated": result.terminated, "latency_s": round(reply.latency_s, 4),
+                         "attempts": reply.attempts}
+                if reply.usage:
+                    entry["usage"] = reply.usage
+                if reply.error:
+                    entry["error"] = reply.error
+                if cfg.elicit_verbalization:
+                    think = extract_think(reply.text)
+                    if think is not None:
+                        entry["think"] = think
+                steps_log.append(entry)
+                self.overhead_s += time.perf_counter() - t1
+                self.overhead_steps += 1
+                if terminated:
+                    end_reason = "stop"
+                    break
+                if reply.fatal:
+                    end_reason = reply.fatal
+                    break
+                if truncated:
+                    break
+            if cfg.gifs:
+                frames.append(env.frames[slot].copy())
+            record.update(success=bool(terminated and total_reward >= 1.0), reward=total_reward,
+                          steps=len(steps_log), terminated=terminated,
+                          truncated=bool(end_reason == "budget"), end_reason=end_reason,
+                          invalid_actions=invalid, error_replies=errors,
+                          elapsed_s=round(time.perf_counter() - t_start, 3),
+                          usage=usage_total if have_usage else None, steps_log=steps_log)
+            if cfg.gifs and frames:
+                self._schedule_gif(record, frames)
+            return record
+        finally:
+            stepper.release(slot)
+
+    def _solve_from(self, episode: EpisodeSpec) -> list:
+        key = (episode.env_id, json.dumps(episode.make_kwargs, sort_keys=True))
+        env = self._goal_envs.get(key)
+        if env is None:
+            env = self._goal_envs[key] = make(episode.env_id, num_envs=1, autoreset="disabled",
+                                              max_steps=None, **episode.make_kwargs)
+        env.reset(seeds=[episode.episode_seed % 2**64], init_states=[episode.init_state])
+        return env.solve()[0]
+
+    def _schedule_gif(self, record: dict, frames: list) -> None:
+        from .gifs import write_episode_gif
+
+        folder = self.out / "gifs" / f"{record['task']}__{record['split']}"
+        name = f"{record['index']:03d}_seed{record['episode_seed']}_r{record['reward']:.3f}.gif"
+        captions = []
+        for entry in record["steps_log"]:
+            captions.append([f"step {entry['step']}", f"action: {entry['action']}",
+                             f"feedback: {entry['feedback']}"])
+        captions.append([f"final state after {record['steps']} steps",
+                         f"reward={record['reward']:.3f} ({record['end_reason']})"])
+        frames = frames[: len(captions)]
+        captions = captions[: len(frames)]
+
+        def write():
+            folder.mkdir(parents=True, exist_ok=True)
+            write_episode_gif(str(folder / name), frames, captions)
+
+        self._gif_jobs.append(self._gif_pool.submit(write))
+
+    # -- the whole run ------------------------------------------------------------------
+    async def run(self) -> dict:
+        done = self._prepare_out()
+        todo = [e for e in self.episodes if e.key not in done]
+        self.progress = Progress(total=len(self.episodes), done=len(self.episodes) - len(todo),
+                                 enabled=self.config.progress)
+        self._gif_jobs = []
+        by_task: dict[tuple, list] = {}
+        for e in todo:
+            by_task.setdefault((e.env_id, json.dumps(e.make_kwargs, sort_keys=True)), []).append(e)
+        slots_needed = {k: min(self.config.concurrency, len(v)) for k, v in by_task.items()}
+        semaphore = asyncio.Semaphore(self.config.concurrency)
+        write_lock = asyncio.Lock()
+
+        async def one(episode: EpisodeSpec):
+            async with semaphore:
+                key = (episode.env_id, json.dumps(episode.make_kwargs, sort_keys=True))
+                stepper = self._stepper(episode, slots_needed[key], self._budget(episode))
+                record = await self.run_episode(episode, stepper)
+                line = json.dumps(record, separators=(",", ":"), default=_json_default) + "\n"
+                async with write_lock:
+                    _fsync_append(self.records_path, line)
+                self.progress.done += 1
+                self.progress.successes += bool(record["success"])
+                self.progress.show()
+
+        tasks = [asyncio.ensure_future(one(e)) for e in todo]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.progress.show(force=True)
+            for job in self._gif_jobs:
+                with contextlib.suppress(Exception):
+                    job.result()
+            self._pool.shutdown(wait=True)
+            self._gif_pool.shutdown(wait=True)
+            await self.agent.aclose()
+        self._info["finished"] = datetime.now(timezone.utc).isoformat()
+        self._info["loop_overhead_ms_per_step"] = (
+            round(self.overhead_s / self.overhead_steps * 1e3, 3) if self.overhead_steps else None)
+        self._info["step_calls"] = sum(s.calls for s in self._steppers.values())
+        self._info["steps"] = self.overhead_steps
+        _atomic_write_json(self.out / "run.json", self._info)
+        from .report import write_summary
+
+        return write_summary(str(self.out))
+
+
+def _is_invalid_feedback(feedback: str) -> bool:
+    """Whether feedback is one of the parser's messages (unparsable, malformed, unknown name or
+    out-of-space payload), as opposed to a valid action or a family's own outcome message."""
+    return feedback.startswith(("Cannot parse action string", "The action format is invalid")) or (
+        feedback.startswith("The action ") and ("not in the valid action space" in feedback
+                                                or "is not recognized" in feedback))
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def run_eval(agent: Agent, config: EvalConfig, episodes: list[EpisodeSpec],
+             provenance: dict | None = None) -> dict:
+    """Run an evaluation to completion (or until interrupted; rerun with resume=True)."""
+    runner = Runner(agent, config, episodes, provenance)
+    return asyncio.run(runner.run())
