@@ -18,8 +18,11 @@ $(STAMP): $(PY) $(SOURCES)
 
 install: $(STAMP)
 
+# The main job, offline: the solver agent through the evaluation loop on every implemented task
+# and both splits; results (episodes.jsonl, summary.md/csv, success.png, GIFs) in results/demo.
 demo: $(STAMP)
-	$(PY) -m visgym.bridges.cli demo --out demo_out
+	rm -rf results/demo
+	$(PY) -m visgym.bridges.cli eval --split all --out results/demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q
@@ -28,6 +31,6 @@ bench: $(STAMP)
 	$(PY) -m visgym.bench step --env maze_2d/easy --batch 1,16,256,1024
 
 clean:
-	rm -rf $(VENV) build *.egg-info demo_out
+	rm -rf $(VENV) build *.egg-info demo_out results
 	find . -name '*.so' -delete
 	find . -name '__pycache__' -type d -prune -exec rm -rf {} +

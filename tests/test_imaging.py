@@ -168,3 +168,8 @@ def test_decode_accepts_a_data_url():
 def test_decode_rejects_bad_input_with_a_clear_message(value, message):
     with pytest.raises(ValueError, match=message):
         decode_b64_image(value)
+
+
+def test_data_url_rejects_non_str():
+    with pytest.raises(ValueError, match="b64"):
+        data_url(b"QUJD")
