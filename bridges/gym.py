@@ -19,7 +19,6 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from ..core import registry
-from ..core.grammar import FloatVector, IntChoice, IntVector, Permutation, StopToken
 
 
 class ActionText(spaces.Space):
@@ -38,20 +37,7 @@ class ActionText(spaces.Space):
     def sample(self, mask=None, probability=None) -> str:
         rng = self.np_random
         spec = self.grammar.actions[int(rng.integers(len(self.grammar.actions)))]
-        kind = spec.payload
-        if isinstance(kind, IntChoice):
-            payload = int(kind.start + rng.integers(kind.n))
-        elif isinstance(kind, StopToken):
-            payload = "stop"
-        elif isinstance(kind, FloatVector):
-            payload = [round(float(v), 3) for v in rng.uniform(kind.low, kind.high, kind.length)]
-        elif isinstance(kind, IntVector):
-            payload = [int(v) for v in rng.integers(kind.low, kind.high + 1, kind.length)]
-        elif isinstance(kind, Permutation):
-            payload = [int(v) + kind.start for v in rng.permutation(kind.n)]
-        else:
-            raise TypeError(f"ActionText cannot sample payload kind {type(kind).__name__}")
-        return self.grammar.format_action(spec.name, payload)
+        return self.grammar.format_action(spec.name, spec.payload.sample(rng))
 
     def contains(self, x) -> bool:
         return isinstance(x, str) and self.grammar.parse_one(x)[3] == 0

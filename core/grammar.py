@@ -2,7 +2,10 @@
 
 Every family declares its actions as an ordered list of ``ActionSpec(name, payload)``; the
 payload kinds below describe what a valid argument is (an int in a range, a fixed-length vector,
-a permutation, the stop token). ``Grammar.parse`` turns a batch of model strings such as
+a permutation, the stop token). A payload kind has ``width`` (ints/floats slots it fills),
+``convert(payload, ints, floats) -> bool`` (validate a parsed Python value and write it into the
+row) and ``sample(rng) -> value`` (a uniformly random valid payload, for random agents and
+gymnasium action spaces). ``Grammar.parse`` turns a batch of model strings such as
 ``"('move', 2)"`` into an ``ActionBatch`` of fixed-shape arrays plus an error code and a
 feedback message per episode. It implements the reference's env-side pipeline (spec/api.md 5.2):
 literal parse -> 2-tuple check -> name lookup -> payload check, with the reference's feedback
@@ -98,6 +101,9 @@ class IntChoice:
         ints[0] = value
         return True
 
+    def sample(self, rng) -> int:
+        return int(self.start + rng.integers(self.n))
+
 
 @dataclass(frozen=True)
 class StopToken:
@@ -113,6 +119,9 @@ class StopToken:
             and payload.isascii()
             and payload.isalnum()
         )
+
+    def sample(self, rng) -> str:
+        return "stop"
 
 
 @dataclass(frozen=True)
@@ -138,6 +147,9 @@ class FloatVector:
             floats[k] = value
         return True
 
+    def sample(self, rng) -> list:
+        return [round(float(v), 3) for v in rng.uniform(self.low, self.high, self.length)]
+
 
 @dataclass(frozen=True)
 class IntVector:
@@ -159,6 +171,9 @@ class IntVector:
                 return False
             ints[k] = int(item)
         return True
+
+    def sample(self, rng) -> list:
+        return [int(v) for v in rng.integers(self.low, self.high + 1, self.length)]
 
 
 @dataclass(frozen=True)
@@ -182,6 +197,9 @@ class Permutation:
             return False
         ints[: self.n] = values
         return True
+
+    def sample(self, rng) -> list:
+        return [int(v) + self.start for v in rng.permutation(self.n)]
 
 
 @dataclass(frozen=True)
