@@ -149,6 +149,64 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def _parse_range(text: str | None):
+    if not text:
+        return None
+    try:
+        lo, hi = (int(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"--num-steps: expected LO,HI (two integers), got {text!r}") from None
+    return (lo, hi)
+
+
+def cmd_demos(args) -> int:
+    from .demos import DemoConfig, generate
+    from .splits import tasks_with_splits
+
+    available = tasks_with_splits()
+    tasks = args.tasks.split(",") if args.tasks else available
+    for task in tasks:
+        if task not in available:
+            raise ValueError(f"--tasks: unknown task {task!r} (available: {', '.join(available)})")
+    strategy = None if args.strategy in (None, "default") else args.strategy
+    configs = [DemoConfig(task=t, split=args.split, episodes=args.episodes, strategy=strategy,
+                          shard_size=args.shard_size, seed=args.seed,
+                          num_steps=_parse_range(args.num_steps), max_steps=args.max_steps,
+                          max_long_side=None if args.max_long_side <= 0 else args.max_long_side)
+               for t in tasks]
+    manifest = generate(configs, args.out, workers=args.workers, ray_address=args.ray,
+                        progress=not args.quiet)
+    for name, d in manifest["datasets"].items():
+        print(f"{name}: {d['kept']} episodes kept of {d['attempted']} ({d['images']} images; "
+              f"{d['dropped_unsuccessful']} unsuccessful dropped, {d['skipped_eval_overlap']} "
+              f"evaluation overlaps skipped)")
+    print(f"demos: {args.out}/dataset_info.json ready for LlamaFactory "
+          f"({manifest['elapsed_s']:.1f} s)")
+    return 0
+
+
+def cmd_demos_mix(args) -> int:
+    from .demos import mix
+
+    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    summary = mix(args.sources, args.out, args.total, weights, args.seed)
+    for src in summary["sources"]:
+        print(f"{src['source']}: {src['count']}")
+    print(f"mix: {summary['total']} episodes in {args.out}/mixture/mixture.jsonl")
+    return 0
+
+
+def cmd_demos_export(args) -> int:
+    from .demos import export_hf, list_datasets
+
+    names = [args.dataset] if args.dataset else list_datasets(args.dir)
+    for name in names:
+        target = os.path.join(args.out, name)
+        ds = export_hf(args.dir, name, target)
+        print(f"export: {name} -> {target} ({len(ds)} episodes)")
+    return 0
+
+
 def cmd_report(args) -> int:
     from .report import main_report
 
@@ -157,6 +215,8 @@ def cmd_report(args) -> int:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) >= 2 and argv[0] == "demos" and argv[1] in ("mix", "export"):
+        argv = [f"demos-{argv[1]}"] + argv[2:]
     parser = argparse.ArgumentParser(prog="visgym", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("eval", help="evaluate an agent on the evaluation splits")
@@ -192,6 +252,34 @@ def main(argv=None) -> int:
     ev.add_argument("--quiet", action="store_true", help="no progress line")
     ev.add_argument("--out", default=None, help="run directory (default: results/<model>_<split>)")
     ev.set_defaults(func=cmd_eval, argv=argv[1:])
+    dm = sub.add_parser("demos", help="synthesize solver demonstrations for finetuning "
+                        "(also: 'demos mix', 'demos export')")
+    dm.add_argument("--tasks", default=None, help="comma-separated tasks (default: all)")
+    dm.add_argument("--split", choices=["easy", "hard"], default="easy")
+    dm.add_argument("--episodes", type=int, default=100, help="episodes attempted per task")
+    dm.add_argument("--strategy", default=None, help="solver strategy, or 'mixed' to cycle all")
+    dm.add_argument("--num-steps", default=None, help="LO,HI: padded plan lengths drawn per episode")
+    dm.add_argument("--shard-size", type=int, default=100)
+    dm.add_argument("--seed", type=int, default=0)
+    dm.add_argument("--max-steps", type=int, default=None, help="default: 20 easy, 30 hard")
+    dm.add_argument("--max-long-side", type=int, default=336)
+    dm.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
+    dm.add_argument("--ray", default=None, help="Ray address, 'auto', or 'local'")
+    dm.add_argument("--quiet", action="store_true")
+    dm.add_argument("--out", required=True)
+    dm.set_defaults(func=cmd_demos)
+    mx = sub.add_parser("demos-mix", help="mix demonstration datasets with exact counts")
+    mx.add_argument("sources", nargs="+", help="demos output dirs or dataset folders")
+    mx.add_argument("--weights", default=None, help="comma-separated, one per source dataset")
+    mx.add_argument("--total", type=int, required=True)
+    mx.add_argument("--seed", type=int, default=0)
+    mx.add_argument("--out", required=True)
+    mx.set_defaults(func=cmd_demos_mix)
+    ex = sub.add_parser("demos-export", help="export a dataset as a Hugging Face dataset")
+    ex.add_argument("dir")
+    ex.add_argument("--dataset", default=None)
+    ex.add_argument("--out", required=True)
+    ex.set_defaults(func=cmd_demos_export)
     rep = sub.add_parser("report", help="rebuild summaries; compare several runs")
     rep.add_argument("dirs", nargs="+")
     rep.set_defaults(func=cmd_report)

@@ -51,6 +51,30 @@ GOAL_TEXT = "The final goal of the episode should look like the following image:
 _FEEDBACK_RE = re.compile(r"Environment feedback:.*?(?=This is step)", re.DOTALL)
 
 
+def episode_instructions(env, index: int, text_mode: bool = False,
+                         elicit_verbalization: bool = False) -> str:
+    """The task instruction of episode ``index`` as the loop sends it (spec 2, step 3)."""
+    instructions = env.prompt(text_mode=text_mode, index=index)
+    if elicit_verbalization:
+        instructions += VERBALIZE_SUFFIX
+    return instructions
+
+
+def turn_text(step: int, budget: int, instructions: str, feedback: str | None,
+              include_feedback: bool = True, history: int = -1, text_mode: bool = False) -> str:
+    """The text of the user turn of ``step`` (0-based; spec 2, steps 4-5): the instructions and
+    the step message on the first turn (every turn without history), afterwards the previous
+    action's feedback and the step message."""
+    step_msg = f"This is step {step + 1}. You are allowed to take {budget - step - 1} more steps."
+    if step == 0 or (history == 0 and not text_mode):
+        return instructions + "\n" + step_msg
+    parts = []
+    if include_feedback and feedback is not None:
+        parts.append("Environment feedback: " + feedback)
+    parts.append(step_msg)
+    return "\n\n".join(parts)
+
+
 @dataclass
 class EvalConfig:
     out: str
@@ -383,9 +407,7 @@ class Runner:
                                   error_replies=0, elapsed_s=0.0, usage=None, steps_log=[])
                     return record
                 goal_b64 = await self._encode(goal)
-            instructions = env.prompt(text_mode=cfg.text_mode, index=slot)
-            if cfg.elicit_verbalization:
-                instructions += VERBALIZE_SUFFIX
+            instructions = episode_instructions(env, slot, cfg.text_mode, cfg.elicit_verbalization)
             messages: list = []
             steps_log = []
             frames = []
@@ -398,15 +420,8 @@ class Runner:
             have_usage = False
             for i in range(budget):
                 t0 = time.perf_counter()
-                step_msg = f"This is step {i + 1}. You are allowed to take {budget - i - 1} more steps."
-                if i == 0 or (cfg.history == 0 and not cfg.text_mode):
-                    text = instructions + "\n" + step_msg
-                else:
-                    parts = []
-                    if cfg.include_feedback and feedback is not None:
-                        parts.append("Environment feedback: " + feedback)
-                    parts.append(step_msg)
-                    text = "\n\n".join(parts)
+                text = turn_text(i, budget, instructions, feedback, cfg.include_feedback,
+                                 cfg.history, cfg.text_mode)
                 frame = env.frames[slot].copy()
                 ascii_frame = env.render_text(slot) if cfg.text_mode else None
                 self.overhead_s += time.perf_counter() - t0

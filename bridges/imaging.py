@@ -76,7 +76,13 @@ def _check_frame(frame) -> None:
 
 def encode_jpeg_b64(frame: np.ndarray, max_long_side: int | None = DEFAULT_MAX_LONG_SIDE,
                     quality: int = _PIL_DEFAULT_QUALITY) -> str:
-    """Header-less base64 JPEG of an RGB (HxWx3) or gray (HxW) uint8 ``frame``.
+    """Header-less base64 of ``encode_jpeg(frame, max_long_side, quality)``."""
+    return base64.b64encode(encode_jpeg(frame, max_long_side, quality)).decode("ascii")
+
+
+def encode_jpeg(frame: np.ndarray, max_long_side: int | None = DEFAULT_MAX_LONG_SIDE,
+                quality: int = _PIL_DEFAULT_QUALITY) -> bytes:
+    """JPEG bytes of an RGB (HxWx3) or gray (HxW) uint8 ``frame``.
 
     The long side is fitted into ``max_long_side`` with Lanczos (None = no resize). Gray stays
     a one-channel JPEG, as the reference keeps mode "L".
@@ -96,7 +102,7 @@ def encode_jpeg_b64(frame: np.ndarray, max_long_side: int | None = DEFAULT_MAX_L
         image.save(buffer, format="JPEG")
     else:
         image.save(buffer, format="JPEG", quality=int(quality))
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    return buffer.getvalue()
 
 
 def data_url(b64: str) -> str:

@@ -202,9 +202,11 @@ class BatchEnv:
             return self.family.render_text(self.state, self._index(index))
         return [self.family.render_text(self.state, i) for i in range(self.num_envs)]
 
-    def solve(self, strategy: str | None = None, num_steps: int | None = None) -> list[list[str]]:
-        """Action strings per episode that solve it from its current state, ending with a stop.
-        Deterministic for a given episode seed and step count; the episodes are not changed."""
+    def solve(self, strategy: str | None = None, num_steps: int | None = None,
+              rows: Sequence[int] | None = None) -> list[list[str]]:
+        """Action strings per episode (or per row of ``rows``) that solve it from its current
+        state, ending with a stop. Deterministic for a given episode seed and step count; the
+        episodes are not changed."""
         self._check_reset()
         strategies = self.family.solver_strategies
         if strategy is not None and strategies and strategy not in strategies:
@@ -212,8 +214,16 @@ class BatchEnv:
         if num_steps is not None and (isinstance(num_steps, bool) or not isinstance(
                 num_steps, (int, np.integer)) or num_steps < 1):
             raise ValueError(f"num_steps: expected a positive integer or None, got {num_steps!r}")
+        if rows is None:
+            rows_arr = self._all_rows
+        else:
+            rows_arr = np.asarray(rows, dtype=np.int64).reshape(-1)
+            if rows_arr.size and (rows_arr.min() < 0 or rows_arr.max() >= self.num_envs):
+                raise ValueError(f"rows: expected episode indices in [0, {self.num_envs})")
         solver_seeds = next_seeds(self.seeds ^ self.steps.astype(np.uint64))
-        return self.family.solve(self.state, self._all_rows, strategy, num_steps, solver_seeds)
+        if rows_arr.size == 0:
+            return []
+        return self.family.solve(self.state, rows_arr, strategy, num_steps, solver_seeds)
 
     def state_dicts(self) -> list[dict]:
         """Each episode's current state as a reference init-state dict (reset(init_states=...)

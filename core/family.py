@@ -94,7 +94,8 @@ class Family(ABC):
     @abstractmethod
     def solve(self, state, rows: np.ndarray, strategy: str | None, num_steps: int | None,
               seeds: np.ndarray) -> list[list[str]]:
-        """Action strings per row that solve the episode from its current state, ending in stop."""
+        """Action strings per row that solve the episode from its current state, ending in stop.
+        ``seeds`` (uint64[B], index it with ``rows``) seed any randomness of the solver."""
 
     # -- helpers shared by families ---------------------------------------------------------
     def feedback_text(self, code: int) -> str:

@@ -1,0 +1,591 @@
+"""A real OpenAI-compatible chat-completions server for the evaluation tests and the benchmark.
+
+``FakeOpenAI`` runs ``http.server.ThreadingHTTPServer`` on 127.0.0.1 (ephemeral port) in a
+daemon thread and answers ``POST /v1/chat/completions`` in the chat-completions JSON format
+(id, object, created, model, choices[{index, message{role, content}, finish_reason}], usage).
+It is a context manager; ``.base_url`` is ``http://127.0.0.1:PORT/v1``. Every request is
+recorded (``.requests``, a thread-safe list of ``Request``): its number (1-based arrival order),
+the parsed body, the number and pixel sizes of its images, the fault injected, if any. Every image
+data URL of every request is decoded (base64 JPEG -> Pillow); a request holding an image that
+does not decode is answered 400. Decoding results are cached by the base64 string, so a
+conversation's history images (resent with every request) are decoded once.
+
+Policies (what a successful reply says):
+
+* ``"solver"``: the correct next action of the episode. The episode is identified by the first
+  user turn's first image (the base64 string), registered beforehand with ``register`` /
+  ``register_episodes`` (``solver_entries`` computes the plans with
+  ``visgym.make(env_id, num_envs=1, autoreset="disabled", max_steps=None)``, ``reset`` with the
+  episode's seed and init state, ``solve()[0]``, and encodes the frames with
+  ``visgym.bridges.imaging.encode_jpeg_b64(frame, max_long_side)``, exactly as the runner does).
+  The step index is the number of user turns minus one (full-history mode). Two refinements make
+  the solver robust where that rule alone breaks: the frames along the plan are registered too,
+  so when the current observation is one of them the plan position is read off the image (a step
+  wasted on an error placeholder leaves the state, hence the image, unchanged), and a history
+  window that has pruned the first turn is still recognised by its current image. Text mode is
+  recognised the same way by the ASCII frames the user turns start with.
+* ``"garbage"``: a reply with no action in it.
+* a callable ``policy(ctx) -> str``: ``ctx`` is a ``Context`` (request number, step, plan and
+  plan index when known, the messages).
+
+``style`` wraps the action: ``plain`` ``('move', 0)``; ``prose`` (a sentence around it);
+``fence`` (a python code fence); ``think`` (``<think>..</think><answer>ACTION</answer>``);
+``bare`` (head identifier unquoted: ``(move, 0)``, ``(stop, 'stop')``).
+
+Fault injection, scripted per request number (``faults={3: "500", 4: "hang"}``), by a callable
+``faults(number, ctx) -> kind | None``, or at random (``fault_rate`` with ``fault_seed`` over
+``fault_kinds``). Kinds: ``429`` (with ``Retry-After: 1``), ``500``, ``503``, ``hang`` (no
+answer for ``hang_s`` seconds, then the connection is closed), ``drop`` (the socket is closed
+without a response), ``malformed`` (200 with a body that is not JSON), ``null``
+(``content: null``), ``empty`` (``content: ""``), ``length`` (the normal reply with
+``finish_reason: "length"``), ``context`` (400, "maximum context length is 8192 tokens").
+
+``latency_ms`` delays every answer (concurrency tests and the benchmark).
+
+Standalone (a subprocess for the kill -9 resume test and the benchmark)::
+
+    python tests/fake_openai.py --port-file F --policy solver --latency-ms 50 \
+        --register maze_2d/easy [--style prose] [--max-long-side 336] [--no-record]
+
+registers the whole shipped split, binds, then writes the port to F (atomically) and serves
+until killed (SIGTERM/SIGINT end it cleanly).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import base64
+import binascii
+import io
+import json
+import os
+import random
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from PIL import Image
+
+DATA_URL_PREFIX = "data:image/jpeg;base64,"
+FAULT_KINDS = ("429", "500", "503", "hang", "drop", "malformed", "null", "empty", "length",
+               "context")
+STYLES = ("plain", "prose", "fence", "think", "bare")
+CONTEXT_MESSAGE = ("This model's maximum context length is 8192 tokens. However, your messages "
+                   "resulted in 9123 tokens. Please reduce the length of the messages.")
+GARBAGE_REPLY = "I am not sure what to do here; the picture is quite confusing."
+_STEP_RE = re.compile(r"This is step (\d+)\.")
+
+
+# ------------------------------------------------------------------------------ reply styles
+def _bare(action: str) -> str:
+    """``('move', 0)`` -> ``(move, 0)``; only the head loses its quotes (the parser's fix)."""
+    try:
+        value = ast.literal_eval(action)
+    except (ValueError, SyntaxError):
+        return action
+    if not isinstance(value, tuple) or not value or not isinstance(value[0], str):
+        return action
+    rest = "".join(", " + repr(v) for v in value[1:])
+    return f"({value[0]}{rest})"
+
+
+def wrap_action(action: str, style: str) -> str:
+    if style == "plain":
+        return action
+    if style == "prose":
+        return (f"Looking at the picture, I think the best move is {action} because it brings "
+                "me closer to the goal (I checked the walls).")
+    if style == "fence":
+        return f"Here is my action:\n```python\n{action}\n```"
+    if style == "think":
+        return (f"<think>The target is somewhere else (probably), so I plan the next move."
+                f"</think><answer>{action}</answer>")
+    if style == "bare":
+        return f"My answer: {_bare(action)}"
+    raise ValueError(f"unknown style {style!r} (expected one of {', '.join(STYLES)})")
+
+
+# ------------------------------------------------------------------------------- registry
+@dataclass
+class EpisodeEntry:
+    """What the solver policy knows about one episode."""
+
+    plan: list
+    first_image: str | None = None
+    states: list = field(default_factory=list)        # b64 of the frame before plan[k]
+    text_states: list = field(default_factory=list)   # ASCII frame before plan[k]
+
+
+def solver_entries(episodes, max_long_side: int | None = 336, text: bool = False) -> list:
+    """``EpisodeEntry`` per episode spec (visgym.bridges.splits.EpisodeSpec): the solver's plan
+    from the init state and the encoded frames (or ASCII frames) along it."""
+    import visgym
+    from visgym.bridges.imaging import encode_jpeg_b64
+
+    envs = {}
+    entries = []
+    for spec in episodes:
+        key = (spec.env_id, json.dumps(spec.make_kwargs, sort_keys=True))
+        env = envs.get(key)
+        if env is None:
+            env = envs[key] = visgym.make(spec.env_id, num_envs=1, autoreset="disabled",
+                                          max_steps=None, **spec.make_kwargs)
+        env.reset(seeds=[spec.episode_seed % 2**64], init_states=[spec.init_state])
+        plan = list(env.solve()[0])
+        states, text_states = [], []
+        for action in plan:
+            states.append(encode_jpeg_b64(env.frames[0], max_long_side))
+            if text:
+                text_states.append(env.render_text(0))
+            env.step([action])
+        entries.append(EpisodeEntry(plan=plan, first_image=states[0], states=states,
+                                    text_states=text_states))
+    return entries
+
+
+# ------------------------------------------------------------------------------- requests
+@dataclass
+class Request:
+    number: int
+    path: str
+    body: dict | None
+    n_images: int = 0
+    image_sizes: list = field(default_factory=list)   # (width, height) per image, in order
+    fault: str | None = None
+    reply: str | None = None
+    status: int = 200
+    received: float = 0.0
+    authorization: str | None = None
+
+
+@dataclass
+class Context:
+    number: int
+    messages: list
+    step: int                      # user turns - 1, or the plan position read off the image
+    entry: EpisodeEntry | None
+    plan_index: int | None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeOpenAI/1.0"
+    timeout = 120  # an idle keep-alive connection is closed after this
+
+    def log_message(self, format, *args):  # quiet
+        return
+
+    def setup(self):
+        super().setup()
+        self.server.fake._track(self.connection, True)
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            self.server.fake._track(self.connection, False)
+
+    def do_GET(self):
+        if self.path.rstrip("/").endswith("/models"):
+            self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+        else:
+            self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        self.server.fake._handle(self, raw)
+
+    # -- writing -------------------------------------------------------------------------
+    def _send(self, status: int, payload: bytes, content_type: str = "application/json",
+              headers: dict | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(payload)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+
+    def _json(self, status: int, obj, headers: dict | None = None) -> None:
+        self._send(status, json.dumps(obj).encode(), headers=headers)
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    allow_reuse_address = True
+
+
+class FakeOpenAI:
+    """See the module docstring."""
+
+    def __init__(self, policy="solver", style: str = "plain", latency_ms: float = 0.0,
+                 faults=None, fault_rate: float = 0.0, fault_seed: int = 0,
+                 fault_kinds=("429", "500", "503", "drop", "malformed"), hang_s: float = 3.0,
+                 retry_after: str = "1", port: int = 0, record: bool = True,
+                 decode_images: bool = True):
+        if style not in STYLES:
+            raise ValueError(f"unknown style {style!r}")
+        self.policy = policy
+        self.style = style
+        self.latency_ms = latency_ms
+        self.faults = faults if faults is not None else {}
+        self.fault_rate = fault_rate
+        self.fault_kinds = tuple(fault_kinds)
+        self._fault_rng = random.Random(fault_seed)
+        self.hang_s = hang_s
+        self.retry_after = retry_after
+        self.record = record
+        self.decode_images = decode_images
+        self.requests: list[Request] = []
+        self.count = 0            # requests received (also when not recording)
+        self.answered = 0         # successful (200 with a reply) answers
+        self._lock = threading.Lock()
+        self._by_first: dict[str, EpisodeEntry] = {}
+        self._by_state: dict[str, tuple[EpisodeEntry, int]] = {}
+        self._text_entries: list[EpisodeEntry] = []
+        self._decoded: dict[str, tuple | None] = {}
+        self._connections: set = set()
+        self._stop = threading.Event()
+        self._server = _Server(("127.0.0.1", port), _Handler)
+        self._server.fake = self
+        self.port = self._server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> "FakeOpenAI":
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._server.serve_forever,
+                                            kwargs={"poll_interval": 0.05},
+                                            name=f"fake-openai-{self.port}", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=10)
+            self._thread = None
+        with self._lock:
+            conns = list(self._connections)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._server.server_close()
+
+    def __enter__(self) -> "FakeOpenAI":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _track(self, conn, add: bool) -> None:
+        with self._lock:
+            (self._connections.add if add else self._connections.discard)(conn)
+
+    # -- registry ----------------------------------------------------------------------------
+    def register(self, first_image_b64: str, plan: list) -> None:
+        """The solver policy's plan for the episode whose first observation is this image."""
+        self.register_entry(EpisodeEntry(plan=list(plan), first_image=first_image_b64))
+
+    def register_entry(self, entry: EpisodeEntry) -> None:
+        with self._lock:
+            if entry.first_image is not None:
+                self._by_first[entry.first_image] = entry
+            for k, b64 in enumerate(entry.states):
+                self._by_state[b64] = (entry, k)
+            if entry.text_states:
+                self._text_entries.append(entry)
+
+    def register_episodes(self, episodes, max_long_side: int | None = 336,
+                          text: bool = False) -> list:
+        entries = solver_entries(episodes, max_long_side, text)
+        for entry in entries:
+            self.register_entry(entry)
+        return entries
+
+    def requests_snapshot(self) -> list:
+        with self._lock:
+            return list(self.requests)
+
+    # -- request handling -----------------------------------------------------------------------
+    def _decode(self, url) -> tuple | None:
+        """(width, height) of an image data URL, None if it does not decode."""
+        if not isinstance(url, str):
+            return None
+        cached = self._decoded.get(url, False)
+        if cached is not False:
+            return cached
+        size = None
+        if url.startswith("data:") and ";base64," in url[:64]:
+            try:
+                raw = base64.b64decode(url.split(",", 1)[1], validate=True)
+                with Image.open(io.BytesIO(raw)) as image:
+                    image.load()
+                    size = image.size
+            except (binascii.Error, ValueError, OSError, SyntaxError):
+                size = None
+        with self._lock:
+            if len(self._decoded) > 20000:
+                self._decoded.clear()
+            self._decoded[url] = size
+        return size
+
+    @staticmethod
+    def _image_urls(messages) -> list:
+        urls = []
+        for message in messages if isinstance(messages, list) else []:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list):
+                for part in content:
+                    if isinstance(part, dict) and part.get("type") == "image_url":
+                        image_url = part.get("image_url")
+                        urls.append(image_url.get("url") if isinstance(image_url, dict) else None)
+        return urls
+
+    def _context(self, number: int, messages: list) -> Context:
+        users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+        step = max(len(users) - 1, 0)
+        entry = index = None
+
+        def images(message):
+            content = message.get("content")
+            if not isinstance(content, list):
+                return []
+            return [p["image_url"]["url"][len(DATA_URL_PREFIX):] for p in content
+                    if isinstance(p, dict) and p.get("type") == "image_url"
+                    and isinstance(p.get("image_url"), dict)
+                    and str(p["image_url"].get("url", "")).startswith(DATA_URL_PREFIX)]
+
+        def text_of(message):
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                for p in content:
+                    if isinstance(p, dict) and p.get("type") == "text":
+                        return p.get("text", "")
+            return ""
+
+        if users:
+            first_images = images(users[0])
+            if first_images:
+                entry = self._by_first.get(first_images[0])
+            last_images = images(users[-1])
+            if last_images:
+                hit = self._by_state.get(last_images[0])
+                if hit is not None and (entry is None or hit[0] is entry):
+                    entry, index = hit
+            if index is None and self._text_entries:
+                last_text = text_of(users[-1])
+                for candidate in self._text_entries:
+                    if entry is not None and candidate is not entry:
+                        continue
+                    for k, s in enumerate(candidate.text_states):
+                        if last_text.startswith(s + "\n"):
+                            entry, index = candidate, k
+                            break
+                    if index is not None:
+                        break
+            match = _STEP_RE.search(text_of(users[-1]))
+            if match:
+                step = int(match.group(1)) - 1   # equals user turns - 1 with the full history
+        if index is None and entry is not None:
+            index = step
+        return Context(number, messages, step, entry, index)
+
+    def _answer_text(self, ctx: Context) -> str:
+        if callable(self.policy):
+            return str(self.policy(ctx))
+        if self.policy == "garbage":
+            return GARBAGE_REPLY
+        if self.policy == "solver":
+            if ctx.entry is None:
+                return "I cannot recognise this episode, so I will stop. ('stop', 'stop')"
+            plan = ctx.entry.plan
+            action = plan[ctx.plan_index] if ctx.plan_index < len(plan) else plan[-1]
+            return wrap_action(action, self.style)
+        raise ValueError(f"unknown policy {self.policy!r}")
+
+    def _pick_fault(self, number: int, ctx: Context | None) -> str | None:
+        if callable(self.faults):
+            return self.faults(number, ctx)
+        kind = self.faults.get(number)
+        if kind is None and self.fault_rate > 0:
+            with self._lock:
+                if self._fault_rng.random() < self.fault_rate:
+                    kind = self._fault_rng.choice(self.fault_kinds)
+        return kind
+
+    def _handle(self, handler: _Handler, raw: bytes) -> None:
+        received = time.perf_counter()
+        with self._lock:
+            self.count += 1
+            number = self.count
+        path = handler.path.split("?", 1)[0].rstrip("/")
+        try:
+            body = json.loads(raw) if raw else None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        req = Request(number=number, path=path, body=body, received=received,
+                      authorization=handler.headers.get("Authorization"))
+        if self.record:
+            with self._lock:
+                self.requests.append(req)
+        if not path.endswith("/chat/completions"):
+            req.status = 404
+            handler._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            req.status = 400
+            handler._json(400, {"error": {"message": "the body must be a JSON object with "
+                                          "messages", "type": "invalid_request_error"}})
+            return
+        messages = body["messages"]
+        urls = self._image_urls(messages)
+        req.n_images = len(urls)
+        if self.decode_images:
+            for n, url in enumerate(urls):
+                size = self._decode(url)
+                if size is None:
+                    req.status = 400
+                    handler._json(400, {"error": {
+                        "message": f"image {n} of the request does not decode as an image",
+                        "type": "invalid_request_error"}})
+                    return
+                req.image_sizes.append(size)
+        ctx = self._context(number, messages)
+        fault = self._pick_fault(number, ctx)
+        req.fault = fault
+        if self.latency_ms:
+            if self._stop.wait(self.latency_ms / 1000.0):
+                handler._drop()
+                return
+        if fault == "hang":
+            self._stop.wait(self.hang_s)
+            handler._drop()
+            return
+        if fault == "drop":
+            handler._drop()
+            return
+        if fault in ("429", "500", "503"):
+            status = int(fault)
+            req.status = status
+            headers = {"Retry-After": self.retry_after} if status == 429 else None
+            message = {429: "Rate limit reached, please retry later.",
+                       500: "The server had an error while processing your request.",
+                       503: "The engine is currently overloaded."}[status]
+            handler._json(status, {"error": {"message": message, "type": "server_error"
+                                             if status >= 500 else "rate_limit_error"}},
+                          headers=headers)
+            return
+        if fault == "context":
+            req.status = 400
+            handler._json(400, {"error": {"message": CONTEXT_MESSAGE,
+                                          "type": "invalid_request_error",
+                                          "param": "messages",
+                                          "code": "context_length_exceeded"}})
+            return
+        if fault == "malformed":
+            handler._send(200, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "mess')
+            return
+        text = self._answer_text(ctx)
+        finish = "stop"
+        content = text
+        if fault == "null":
+            content = None
+        elif fault == "empty":
+            content = ""
+        elif fault == "length":
+            finish = "length"
+        req.reply = content
+        prompt_tokens = 100 + 85 * len(urls)
+        completion_tokens = max(1, len(content or "") // 4)
+        with self._lock:
+            self.answered += 1
+        handler._json(200, {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "choices": [{"index": 0,
+                         "message": {"role": "assistant", "content": content},
+                         "finish_reason": finish}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        })
+
+
+# ------------------------------------------------------------------------------- standalone
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="fake OpenAI-compatible chat server")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port-file", required=True, help="the bound port is written here")
+    parser.add_argument("--policy", choices=["solver", "garbage"], default="solver")
+    parser.add_argument("--style", choices=STYLES, default="plain")
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--register", action="append", default=[],
+                        help="env id (task/split) whose shipped split the solver learns")
+    parser.add_argument("--max-long-side", type=int, default=336, help="0: no resizing")
+    parser.add_argument("--text", action="store_true", help="also register ASCII frames")
+    parser.add_argument("--fault-rate", type=float, default=0.0)
+    parser.add_argument("--fault-seed", type=int, default=0)
+    parser.add_argument("--fault-kinds", default="429,500,503,drop,malformed")
+    parser.add_argument("--no-record", action="store_true", help="keep no request bodies")
+    args = parser.parse_args(argv)
+
+    server = FakeOpenAI(policy=args.policy, style=args.style, latency_ms=args.latency_ms,
+                        fault_rate=args.fault_rate, fault_seed=args.fault_seed,
+                        fault_kinds=args.fault_kinds.split(","), port=args.port,
+                        record=not args.no_record, retry_after="1")
+    if args.register:
+        from visgym.bridges.splits import load_split
+
+        for env_id in args.register:
+            task, split = env_id.split("/")
+            server.register_episodes(load_split(task, split),
+                                     None if args.max_long_side <= 0 else args.max_long_side,
+                                     text=args.text)
+    done = threading.Event()
+
+    def stop(signum, frame):
+        done.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.start()
+    tmp = args.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(server.port))
+    os.replace(tmp, args.port_file)
+    while not done.wait(0.2):
+        pass
+    server.stop()
+    print(f"fake_openai: {server.count} requests, {server.answered} answered", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
