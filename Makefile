@@ -13,7 +13,7 @@ $(PY):
 
 $(STAMP): $(PY) $(SOURCES)
 	$(PY) -m pip install --upgrade pip "setuptools>=68" wheel "cython>=3.0" "numpy>=1.26"
-	$(PY) -m pip install --no-build-isolation -e ".[test]"
+	$(PY) -m pip install --no-build-isolation -e ".[test,ray,hf]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -2,13 +2,14 @@
 import argparse
 import sys
 
-from . import step
+from . import demos, step
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m visgym.bench")
     sub = parser.add_subparsers(dest="suite", required=True)
     step.add_parser(sub)
+    demos.add_parser(sub)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -1,0 +1,115 @@
+"""Demonstration synthesis throughput: episodes/s and images/s end to end (rollout, JPEG
+encoding, files on disk) of ``visgym demos`` with a process pool, against a plain loop that does
+the same work one episode at a time through the single gymnasium env, in the same run; plus the
+split of the pipeline's time between stepping, encoding and the rest.
+
+    python -m visgym.bench demos --task maze_2d/easy --episodes 2000
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+
+def plain_loop(env_id: str, episodes: int, out: Path, max_long_side: int = 336) -> dict:
+    """One episode at a time through gymnasium.make(env_id): reset, solve, then per step the
+    prompt, the JPEG file and the step, and one JSONL line per successful episode."""
+    import gymnasium
+
+    import visgym  # noqa: F401
+    from ..bridges.demos import REPLY_TEMPLATE, demo_seed
+    from ..bridges.evaluate import VERBALIZE_SUFFIX, turn_text
+    from ..bridges.imaging import encode_jpeg
+
+    task, split = env_id.split("/")
+    env = gymnasium.make(env_id).unwrapped
+    budget = env.batch.max_steps
+    out.mkdir(parents=True, exist_ok=True)
+    images = kept = 0
+    t0 = time.perf_counter()
+    with open(out / "plain.jsonl", "w") as jsonl:
+        for k in range(episodes):
+            env.reset(seed=demo_seed(task, split, 0, k))
+            plan = env.solve()
+            instructions = env.get_prompt() + VERBALIZE_SUFFIX
+            turns, paths, feedback = [], [], None
+            reward = 0.0
+            for t in range(budget):
+                action = plan[t] if t < len(plan) else "('stop', 'stop')"
+                path = out / f"e{k:06d}_s{t:03d}.jpg"
+                path.write_bytes(encode_jpeg(env.render(), max_long_side))
+                paths.append(str(path))
+                turns.append({"from": "human",
+                              "value": "<image>" + turn_text(t, budget, instructions, feedback)})
+                turns.append({"from": "gpt", "value": REPLY_TEMPLATE.format(action=action)})
+                _, reward, terminated, truncated, info = env.step(action)
+                feedback = info["env_feedback"]
+                if terminated or truncated:
+                    break
+            images += len(paths)
+            if reward == 1.0:
+                kept += 1
+                jsonl.write(json.dumps({"conversations": turns, "images": paths}) + "\n")
+    elapsed = time.perf_counter() - t0
+    return {"episodes": episodes, "kept": kept, "images": images, "seconds": elapsed,
+            "episodes_per_s": episodes / elapsed, "images_per_s": images / elapsed}
+
+
+def pipeline(env_id: str, episodes: int, out: Path, workers: int | None) -> dict:
+    from ..bridges.demos import DemoConfig, generate
+
+    task, split = env_id.split("/")
+    cfg = DemoConfig(task=task, split=split, episodes=episodes, shard_size=100)
+    t0 = time.perf_counter()
+    manifest = generate([cfg], out, workers=workers, progress=False)
+    elapsed = time.perf_counter() - t0
+    d = manifest["datasets"][cfg.dataset]
+    return {"episodes": episodes, "kept": d["kept"], "images": d["images"], "seconds": elapsed,
+            "episodes_per_s": episodes / elapsed, "images_per_s": d["images"] / elapsed,
+            "worker_time_s": manifest["timing_s"]}
+
+
+def run(args) -> int:
+    from .step import _machine
+
+    m = _machine()
+    print(f"machine: {m['cpu']}, {m['cores']} cores, python {m['python']}")
+    root = Path(tempfile.mkdtemp(prefix="visgym-bench-demos-"))
+    try:
+        # Warm-up: compile/load the kernels in this process before timing the plain loop.
+        plain_loop(args.task, 3, root / "warm")
+        fast = pipeline(args.task, args.episodes, root / "pipeline", args.workers)
+        plain_n = max(1, min(args.episodes, args.plain_episodes))
+        slow = plain_loop(args.task, plain_n, root / "plain")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{'':28} {'episodes/s':>11} {'images/s':>10} {'episodes':>9} {'seconds':>8}")
+    for name, r in (("visgym demos (process pool)", fast), ("plain single-env loop", slow)):
+        print(f"{name:28} {r['episodes_per_s']:>11.1f} {r['images_per_s']:>10.1f} "
+              f"{r['episodes']:>9} {r['seconds']:>8.2f}")
+    print(f"speed-up: {fast['episodes_per_s'] / slow['episodes_per_s']:.1f}x")
+    t = fast["worker_time_s"]
+    busy = t.get("total_s", 0.0) or 1e-9
+    other = busy - t["step_s"] - t["encode_s"] - t["reset_solve_s"]
+    print(f"worker time split: JPEG encoding {t['encode_s'] / busy:.0%}, stepping "
+          f"{t['step_s'] / busy:.0%}, reset+solve {t['reset_solve_s'] / busy:.0%}, "
+          f"prompts/records {other / busy:.0%} (of {busy:.1f} s in workers)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": m, "pipeline": fast, "plain": slow}, f, indent=2)
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("demos", help="demonstration synthesis throughput")
+    p.add_argument("--task", default="maze_2d/easy")
+    p.add_argument("--episodes", type=int, default=2000)
+    p.add_argument("--plain-episodes", type=int, default=300,
+                   help="episodes for the plain loop (its rate is per episode)")
+    p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--json", default=None)
+    p.set_defaults(run=run)

@@ -1,0 +1,179 @@
+"""Demonstration synthesis (bridges/demos): conversations replay to success, no overlap with the
+evaluation splits, resumable byte-identical shards, Ray equals local, exact-count mixing, export."""
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import visgym
+from visgym.bridges import demos
+from visgym.bridges.splits import tasks_with_splits
+
+ANSWER = re.compile(r"<answer>(.*)</answer>$", re.DOTALL)
+
+
+def _configs(episodes=10, shard_size=4, **kw):
+    return [demos.DemoConfig(task=t, episodes=episodes, shard_size=shard_size, **kw)
+            for t in tasks_with_splits()]
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demos")
+    configs = _configs(num_steps=(1, 30))
+    manifest = demos.generate(configs, out, workers=1, progress=False)
+    return out, configs, manifest
+
+
+def _files(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != "manifest.json"}
+
+
+def test_every_conversation_replays_to_success(generated):
+    out, configs, manifest = generated
+    for cfg in configs:
+        records = list(demos.iter_records(out, cfg.dataset))
+        assert len(records) == manifest["datasets"][cfg.dataset]["kept"] > 0
+        for record in records:
+            turns = record["conversations"]
+            assert [t["from"] for t in turns] == ["human", "gpt"] * (len(turns) // 2)
+            assert all(t["value"].startswith("<image>") and t["value"].count("<image>") == 1
+                       for t in turns[0::2])
+            assert len(record["images"]) == len(turns) // 2
+            assert "Verbalize your reasoning" in turns[0]["value"]
+            assert "This is step 1. You are allowed to take 19 more steps." in turns[0]["value"]
+            env = visgym.make(record["env_id"], num_envs=1, autoreset="disabled")
+            env.reset(init_states=[record["init_state"]])
+            for k, gpt in enumerate(turns[1::2]):
+                action = ANSWER.search(gpt["value"]).group(1)
+                assert gpt["value"] == f"<think></think><answer>{action}</answer>"
+                if k > 0:
+                    assert turns[2 * k]["value"].startswith(
+                        "<image>Environment feedback: " + info["feedback"][0])
+                _, reward, terminated, _, info = env.step([action])
+            assert terminated[0] and reward[0] == 1.0
+            for path in record["images"]:
+                image = Image.open(out / path)
+                assert image.format == "JPEG" and max(image.size) <= 336
+
+
+def test_manifest_counts_and_dataset_info(generated):
+    out, configs, manifest = generated
+    info = json.loads((out / "dataset_info.json").read_text())
+    for cfg in configs:
+        entry = info[cfg.dataset]
+        assert entry["formatting"] == "sharegpt"
+        assert entry["columns"] == {"messages": "conversations", "images": "images"}
+        d = manifest["datasets"][cfg.dataset]
+        assert d["attempted"] == cfg.episodes
+        assert d["kept"] + d["dropped_unsuccessful"] + d["skipped_eval_overlap"] == cfg.episodes
+        assert len(d["hashes"]) == d["kept"]
+    assert manifest["package_version"] == visgym.__version__
+
+
+def test_no_demonstration_repeats_an_evaluation_episode(generated):
+    out, configs, manifest = generated
+    eval_hashes = demos.evaluation_hashes()
+    assert len(eval_hashes) >= 140
+    for cfg in configs:
+        for record in demos.iter_records(out, cfg.dataset):
+            assert record["hash"] == demos.init_state_hash(cfg.task, record["init_state"])
+            assert record["hash"] not in eval_hashes
+
+
+def test_candidates_matching_an_evaluation_episode_are_skipped(tmp_path, monkeypatch):
+    cfg = demos.DemoConfig(task="maze_2d", episodes=3, shard_size=3)
+    env = visgym.make("maze_2d/easy", num_envs=1)
+    env.reset(seeds=[demos.demo_seed("maze_2d", "easy", 0, 1)])
+    clash = demos.init_state_hash("maze_2d", env.state_dicts()[0])
+    monkeypatch.setattr(demos, "evaluation_hashes", lambda: frozenset({clash}))
+    manifest = demos.generate([cfg], tmp_path, workers=1, progress=False)
+    d = manifest["datasets"]["maze_2d"]
+    assert d["skipped_eval_overlap"] == 1 and clash not in d["hashes"]
+    assert 1 not in [r["episode"] for r in demos.iter_records(tmp_path, "maze_2d")]
+
+
+def test_rerun_skips_finished_shards_and_is_byte_identical(generated, tmp_path):
+    out, configs, _ = generated
+    demos.generate(configs, tmp_path, workers=2, progress=False)
+    assert _files(tmp_path) == _files(out)
+    shard = tmp_path / configs[0].dataset / "shard-00001.jsonl"
+    before = shard.read_bytes()
+    shard.unlink()
+    manifest = demos.generate(configs, tmp_path, workers=1, progress=False)
+    assert manifest["shards_resumed"] == sum(c.num_shards for c in configs) - 1
+    assert shard.read_bytes() == before
+    assert _files(tmp_path) == _files(out)
+
+
+def test_ray_run_equals_local_run(generated, tmp_path):
+    ray = pytest.importorskip("ray")
+    out, configs, _ = generated
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        demos.generate(configs, tmp_path, ray_address="auto", progress=False)
+    finally:
+        ray.shutdown()
+    assert _files(tmp_path) == _files(out)
+
+
+def test_mixed_strategy_and_plan_lengths(tmp_path):
+    cfg = demos.DemoConfig(task="maze_2d", episodes=8, shard_size=8, strategy="mixed",
+                           num_steps=(18, 19))
+    demos.generate([cfg], tmp_path, workers=1, progress=False)
+    records = list(demos.iter_records(tmp_path, "maze_2d_mixed"))
+    strategies = visgym.make("maze_2d/easy").family.solver_strategies
+    assert {r["strategy"] for r in records} <= set(strategies)
+    for r in records:
+        assert r["num_steps"] in (18, 19)
+
+
+def test_mix_gives_exact_counts(generated, tmp_path):
+    out, configs, manifest = generated
+    sources = [out / c.dataset for c in configs] * 1
+    kept = [manifest["datasets"][c.dataset]["kept"] for c in configs]
+    total = min(kept)
+    summary = demos.mix(sources, tmp_path / "mix", total=total, seed=3)
+    assert [s["count"] for s in summary["sources"]] == demos.apportion(total, [1.0] * len(sources))
+    lines = (tmp_path / "mix" / "mixture" / "mixture.jsonl").read_text().splitlines()
+    assert len(lines) == total
+    for line in lines:
+        record = json.loads(line)
+        assert all((tmp_path / "mix" / p).exists() for p in record["images"])
+    again = demos.mix(sources, tmp_path / "mix2", total=total, seed=3)
+    assert again["sources"] == summary["sources"]
+    assert (tmp_path / "mix2" / "mixture" / "mixture.jsonl").read_text() == "\n".join(lines) + "\n"
+    with pytest.raises(ValueError, match="needs"):
+        demos.mix(sources, tmp_path / "mix3", total=10 * sum(kept) + 10)
+
+
+def test_apportion_is_exact():
+    assert demos.apportion(10, [1, 1, 1]) == [4, 3, 3]
+    assert demos.apportion(7, [0.5, 0.25, 0.25]) == [3, 2, 2]  # 3.5, 1.75, 1.75
+    assert sum(demos.apportion(1001, [3, 1, 7, 2])) == 1001
+    with pytest.raises(ValueError, match="weights"):
+        demos.apportion(5, [0, 0])
+
+
+def test_export_embeds_images(generated, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    out, configs, manifest = generated
+    name = configs[0].dataset
+    demos.export_hf(out, name, tmp_path / "hf")
+    ds = datasets.load_from_disk(str(tmp_path / "hf"))
+    assert len(ds) == manifest["datasets"][name]["kept"]
+    first = ds[0]
+    assert len(first["images"]) == len(first["conversations"]) // 2
+    assert np.asarray(first["images"][0]).ndim == 3
+
+
+def test_bad_arguments_name_the_field(tmp_path):
+    for kwargs, field in [(dict(episodes=0), "--episodes"), (dict(shard_size=0), "--shard-size"),
+                          (dict(num_steps=(5, 2)), "--num-steps"),
+                          (dict(strategy="nope"), "--strategy")]:
+        with pytest.raises(ValueError, match=field):
+            demos.generate([demos.DemoConfig(task="maze_2d", **kwargs)], tmp_path, workers=1)
