@@ -74,7 +74,10 @@ def _is_int(x) -> bool:
 def _as_number(x):
     """A real number from an int/bool/float or a numeric string (what np.asarray(x, float) takes)."""
     if type(x) in (int, bool, float):
-        return float(x)
+        try:
+            return float(x)
+        except OverflowError:  # an int beyond the float range is not a usable number
+            return None
     if type(x) is str:
         try:
             return float(x.strip())
@@ -203,6 +206,51 @@ class Permutation:
 
 
 @dataclass(frozen=True)
+class TruncatedIntVector:
+    """A list/tuple of len(bounds) numbers, entry k in [0, bounds[k]), written to ``ints``
+    truncated toward zero (Python's int()).
+
+    This is gymnasium's MultiDiscrete check as the reference applies it to a literal list: NumPy
+    converts the list to one array, so ints, bools and floats pass (0.9 -> 0, 12.5 -> 12), NaN,
+    None, nested lists and out-of-range values do not. Complex numbers pass when they are in range
+    in NumPy's lexicographic complex order, but int() cannot convert them, so they are written as
+    -1 and the family decides what a non-integer entry means. Strings are rejected here (the
+    reference raised on them).
+    """
+
+    bounds: tuple
+
+    @property
+    def width(self) -> int:
+        return len(self.bounds)
+
+    @staticmethod
+    def _in_range(value, bound) -> bool:
+        if type(value) is complex:
+            # NumPy orders complex numbers by real part, then imaginary part.
+            low_ok = value.real > 0 or (value.real == 0 and value.imag >= 0)
+            high_ok = value.real < bound or (value.real == bound and value.imag < 0)
+            return low_ok and high_ok
+        return 0 <= value < bound
+
+    def convert(self, payload, ints, floats) -> bool:
+        if type(payload) not in (list, tuple) or len(payload) != len(self.bounds):
+            return False
+        if not all(type(v) in (int, bool, float, complex) for v in payload):
+            return False
+        if any(type(v) is float and math.isnan(v) for v in payload):
+            return False
+        for k, (value, bound) in enumerate(zip(payload, self.bounds)):
+            if not self._in_range(value, bound):
+                return False
+            ints[k] = -1 if type(value) is complex else int(value)
+        return True
+
+    def sample(self, rng) -> list:
+        return [int(rng.integers(bound)) for bound in self.bounds]
+
+
+@dataclass(frozen=True)
 class ActionSpec:
     """One action of a family: its name, payload kind, and the prompt's format string."""
 
@@ -232,7 +280,7 @@ class ActionBatch:
         return cls(
             kind=np.full(batch, -1, np.int32),
             ints=np.zeros((batch, width), np.int32),
-            floats=np.zeros((batch, width), np.float32),
+            floats=np.zeros((batch, width), np.float64),
             error=np.zeros(batch, np.int32),
             message=[""] * batch,
         )
@@ -256,7 +304,7 @@ class Grammar:
         self._messages: list[str] = []
         self._kind = np.zeros(64, np.int32)
         self._ints = np.zeros((64, self.width), np.int32)
-        self._floats = np.zeros((64, self.width), np.float32)
+        self._floats = np.zeros((64, self.width), np.float64)
         self._error = np.zeros(64, np.int32)
         self._ids = np.zeros(0, np.int64)
 
@@ -267,7 +315,7 @@ class Grammar:
     def parse_one(self, text) -> tuple[int, np.ndarray, np.ndarray, int, str]:
         """(kind, ints[K], floats[K], error, message) for one action; never raises."""
         ints = np.zeros(self.width, np.int32)
-        floats = np.zeros(self.width, np.float32)
+        floats = np.zeros(self.width, np.float64)
         if not isinstance(text, str):
             why = f"expected a str but got {type(text).__name__}"
             return -1, ints, floats, PARSE_ERROR, parse_error_message(_safe_repr_source(text), why)

@@ -7,3 +7,6 @@ from ..core.registry import register
 
 from .maze_2d import Maze2D
 register(Maze2D)
+
+from .matchstick_rotation import MatchstickRotation
+register(MatchstickRotation)

@@ -58,6 +58,7 @@ def test_invalid_actions_get_an_error_code(text, error):
 
 def test_payload_nan_and_inf_are_rejected_by_float_boxes():
     assert GRAMMAR.parse_one("('push', [1e999, 0, 0])")[3] == BAD_PAYLOAD
+    assert GRAMMAR.parse_one("('push', [1" + "0" * 400 + ", 0, 0])")[3] == BAD_PAYLOAD
     assert GRAMMAR.parse_one("('push', ['nan', 0, 0])")[3] == BAD_PAYLOAD
 
 
@@ -97,3 +98,22 @@ def test_grammar_declaration_errors():
         Grammar([])
     with pytest.raises(ValueError, match="duplicate"):
         Grammar([ActionSpec("a", StopToken()), ActionSpec("a", StopToken())])
+
+
+def test_truncated_int_vector_accepts_numbers_like_numpy_and_truncates():
+    from visgym.core.grammar import TruncatedIntVector
+
+    grammar = Grammar([ActionSpec("move", TruncatedIntVector((30, 13, 30, 13)))])
+    for text, ints in [("('move', [0, 6, 2, 0])", [0, 6, 2, 0]),
+                       ("('move', (29.99, 12.5, 0.9, -0.0))", [29, 12, 0, 0]),
+                       ("('move', [True, False, 1, 2])", [1, 0, 1, 2]),
+                       ("('move', [0, 6, 2, 1j])", [0, 6, 2, -1])]:
+        kind, got, _, error, _ = grammar.parse_one(text)
+        assert error == OK and got.tolist() == ints, text
+    for text in ("('move', [30, 0, 0, 0])", "('move', [0, 13, 0, 0])", "('move', [-1, 0, 0, 0])",
+                 "('move', [0, 0, 1])", "('move', [[0], [1], [2], [3]])", "('move', 'abcd')",
+                 "('move', ['0', '6', '2', '0'])", "('move', [0, None, 0, 0])",
+                 "('move', [1e999, 0, 0, 0])", "('move', [0, -1j, 0, 0])", "('move', 5)"):
+        assert grammar.parse_one(text)[3] == BAD_PAYLOAD, text
+    sample = TruncatedIntVector((30, 13, 30, 13)).sample(np.random.default_rng(0))
+    assert len(sample) == 4 and all(0 <= v < b for v, b in zip(sample, (30, 13, 30, 13)))
