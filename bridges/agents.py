@@ -35,6 +35,11 @@ EMPTY_REPLY = "Empty response"
 CONTEXT_REPLY = "Error: Maximum context length is exceeded."
 IMAGES_REPLY = "Error: Total number of images exceeds the maximum context length"
 MAX_REPLY_CHARS = 32768
+MAX_RETRY_AFTER_S = 300.0   # the longest Retry-After we honour
+
+
+class AgentFatalError(ValueError):
+    """The endpoint refuses to serve at all (e.g. a rejected API key): stop the run."""
 
 
 @dataclass
@@ -246,7 +251,7 @@ class OpenAIAgent(Agent):
         delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
         delay *= 0.5 + self._rng.random()  # full jitter around the exponential schedule
         if retry_after is not None:
-            delay = max(delay, min(retry_after, self.max_backoff_s * 5))
+            delay = max(delay, min(retry_after, MAX_RETRY_AFTER_S))
         return delay
 
     async def act(self, turn: Turn) -> Reply:
@@ -258,10 +263,11 @@ class OpenAIAgent(Agent):
         for attempt in range(1, self.max_attempts + 1):
             retry_after = None
             try:
-                response = await asyncio.wait_for(
-                    self.client.chat.completions.create(model=self.model, messages=turn.messages,
-                                                        **kwargs),
-                    timeout=self.timeout_s + 5.0)
+                response = await asyncio.wait_for(self._create(turn.messages, kwargs),
+                                                  timeout=self.timeout_s + 5.0)
+            except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+                raise AgentFatalError(f"the endpoint rejected the request ({_error_text(e)[:300]}); "
+                                      f"check the key in ${self.api_key_env} and --base-url") from None
             except openai.BadRequestError as e:
                 text = _error_text(e)
                 placeholder = _is_context_error(text)
@@ -292,23 +298,39 @@ class OpenAIAgent(Agent):
                      attempts=self.max_attempts, latency_s=time.perf_counter() - start,
                      error=(last_error or "")[:500])
 
-    @staticmethod
-    def _reply_from(response, attempt: int, latency: float) -> Reply:
+    async def _create(self, messages: list, kwargs: dict):
+        """POST /chat/completions with the messages as they are. The loop builds plain JSON
+        dicts already; the SDK's typed ``create`` would walk the whole (growing) history again
+        on every request, which was most of the client's CPU time at high concurrency."""
+        import openai
+        from openai.types.chat import ChatCompletion
+
+        body = {"model": self.model, "messages": messages}
+        extra = dict(kwargs)
+        body.update(extra.pop("extra_body", None) or {})
+        body.update(extra)
+        if not hasattr(self.client, "post"):  # a stand-in client without the raw transport
+            return await self.client.chat.completions.create(**body)
+        return await self.client.post("/chat/completions", body=body, cast_to=ChatCompletion,
+                                      options={})
+
+    def _reply_from(self, response, attempt: int, latency: float) -> Reply:
         usage = None
         if getattr(response, "usage", None) is not None:
             u = response.usage
             usage = {"prompt_tokens": getattr(u, "prompt_tokens", None),
                      "completion_tokens": getattr(u, "completion_tokens", None)}
         choices = getattr(response, "choices", None) or []
+        # Null content and no choices are treated as exhaustion, as the reference does (5.3).
         if not choices:
-            return Reply(EXHAUSTED_REPLY.format(n=attempt), flag="error", usage=usage,
+            return Reply(EXHAUSTED_REPLY.format(n=self.max_attempts), flag="error", usage=usage,
                          attempts=attempt, latency_s=latency, error="response without choices")
         message = choices[0].message
         content = getattr(message, "content", None)
         refusal = getattr(message, "refusal", None)
         if content is None:
             flag = "refused" if refusal else "error"
-            return Reply(EXHAUSTED_REPLY.format(n=attempt), flag=flag, usage=usage,
+            return Reply(EXHAUSTED_REPLY.format(n=self.max_attempts), flag=flag, usage=usage,
                          attempts=attempt, latency_s=latency,
                          error=f"refusal: {refusal}"[:500] if refusal else "content is null")
         if not isinstance(content, str):

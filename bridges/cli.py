@@ -138,8 +138,14 @@ def cmd_eval(args) -> int:
                         include_feedback=not args.no_feedback,
                         elicit_verbalization=args.elicit_verbalization, gifs=not args.no_gifs,
                         resume=args.resume, progress=not args.quiet)
-    provenance = {"dataset": args.dataset_root or "shipped splits",
-                  "command": "visgym eval " + " ".join(args.argv)}
+    from .agents import redact_url
+
+    # The command as typed, minus credentials: --base-url may carry user:password@.
+    command = [redact_url(a) if args.base_url and a == args.base_url else a for a in args.argv]
+    command = [("--base-url=" + redact_url(a.split("=", 1)[1])) if a.startswith("--base-url=")
+               else a for a in command]
+    provenance = {"dataset": os.path.abspath(args.dataset_root) if args.dataset_root
+                  else "shipped splits", "command": "visgym eval " + " ".join(command)}
     print(f"eval: {agent_kind} agent{' ' + args.model if args.model else ''}, "
           f"{len(episodes)} episodes of {len(tasks)} task(s), split {args.split} -> {out}",
           file=sys.stderr)

@@ -297,8 +297,16 @@ class Runner:
             if run_path.exists():
                 with open(run_path) as f:
                     old = json.load(f)
-                for key in ("agent", "model", "endpoint", "split", "settings", "tasks"):
-                    if key in old and old.get(key) != info.get(key):
+                # What decides the results must match; concurrency and GIFs may change.
+                free = ("concurrency", "gifs")
+                for key in ("agent", "model", "endpoint", "split", "settings", "tasks",
+                            "generation", "dataset"):
+                    if key == "settings":
+                        same = ({k: v for k, v in old.get(key, {}).items() if k not in free}
+                                == {k: v for k, v in info.get(key, {}).items() if k not in free})
+                    else:
+                        same = key not in old or old.get(key) == info.get(key)
+                    if not same:
                         raise ValueError(f"--resume: {run_path} was made with a different {key} "
                                          f"({old.get(key)!r}, now {info.get(key)!r})")
                 info["started"] = old.get("started")

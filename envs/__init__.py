@@ -8,5 +8,8 @@ from ..core.registry import register
 from .maze_2d import Maze2D
 register(Maze2D)
 
+from .sliding_block import SlidingBlock
+register(SlidingBlock)
+
 from .matchstick_rotation import MatchstickRotation
 register(MatchstickRotation)

@@ -176,6 +176,7 @@ class Context:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "FakeOpenAI/1.0"
+    disable_nagle_algorithm = True  # TCP_NODELAY: no 40 ms Nagle/delayed-ACK stall per reply
     timeout = 120  # an idle keep-alive connection is closed after this
 
     def log_message(self, format, *args):  # quiet
@@ -211,8 +212,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(payload)))
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(payload)
+            # Headers and body leave in one write (end_headers would send the headers alone).
+            self._headers_buffer.append(b"\r\n")
+            self.wfile.write(b"".join(self._headers_buffer) + payload)
+            self._headers_buffer = []
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True
