@@ -36,6 +36,7 @@ CONTEXT_REPLY = "Error: Maximum context length is exceeded."
 IMAGES_REPLY = "Error: Total number of images exceeds the maximum context length"
 MAX_REPLY_CHARS = 32768
 MAX_RETRY_AFTER_S = 300.0   # the longest Retry-After we honour
+CLIENT_SHARDS = 8
 
 
 class AgentFatalError(ValueError):
@@ -230,9 +231,14 @@ class OpenAIAgent(Agent):
                 else:
                     raise ValueError(f"--api-key-env: environment variable {api_key_env} is not "
                                      "set (it must hold the API key for the endpoint)")
-            client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s,
-                                        max_retries=0)
-        self.client = client
+            # Several clients, each with its own connection pool: httpx checks every pooled
+            # connection on each request, so one pool of 64 connections costs ~64 checks per
+            # request; episodes are spread over the clients by key.
+            self.clients = [openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s,
+                                               max_retries=0) for _ in range(CLIENT_SHARDS)]
+        else:
+            self.clients = [client]
+        self.client = self.clients[0]
 
     def describe(self) -> dict:
         return {"agent": self.name, "model": self.model, "endpoint": redact_url(self.base_url)
@@ -241,11 +247,12 @@ class OpenAIAgent(Agent):
                 "timeout_s": self.timeout_s, "max_attempts": self.max_attempts}
 
     async def aclose(self) -> None:
-        close = getattr(self.client, "close", None)
-        if close is not None:
-            result = close()
-            if asyncio.iscoroutine(result):
-                await result
+        for client in self.clients:
+            close = getattr(client, "close", None)
+            if close is not None:
+                result = close()
+                if asyncio.iscoroutine(result):
+                    await result
 
     def _retry_delay(self, attempt: int, retry_after: float | None) -> float:
         delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
@@ -263,7 +270,8 @@ class OpenAIAgent(Agent):
         for attempt in range(1, self.max_attempts + 1):
             retry_after = None
             try:
-                response = await asyncio.wait_for(self._create(turn.messages, kwargs),
+                client = self.clients[hash(turn.episode.key) % len(self.clients)]
+                response = await asyncio.wait_for(self._create(client, turn.messages, kwargs),
                                                   timeout=self.timeout_s + 5.0)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
                 raise AgentFatalError(f"the endpoint rejected the request ({_error_text(e)[:300]}); "
@@ -298,36 +306,44 @@ class OpenAIAgent(Agent):
                      attempts=self.max_attempts, latency_s=time.perf_counter() - start,
                      error=(last_error or "")[:500])
 
-    async def _create(self, messages: list, kwargs: dict):
+    async def _create(self, client, messages: list, kwargs: dict):
         """POST /chat/completions with the messages as they are. The loop builds plain JSON
         dicts already; the SDK's typed ``create`` would walk the whole (growing) history again
         on every request, which was most of the client's CPU time at high concurrency."""
-        import openai
-        from openai.types.chat import ChatCompletion
+        try:  # the HTTP library under the installed openai SDK (httpx, or httpx2 in openai 3)
+            import httpx2 as httpx
+        except ImportError:
+            import httpx
 
         body = {"model": self.model, "messages": messages}
         extra = dict(kwargs)
         body.update(extra.pop("extra_body", None) or {})
         body.update(extra)
-        if not hasattr(self.client, "post"):  # a stand-in client without the raw transport
-            return await self.client.chat.completions.create(**body)
-        return await self.client.post("/chat/completions", body=body, cast_to=ChatCompletion,
-                                      options={})
+        if not hasattr(client, "post"):  # a stand-in client without the raw transport
+            return await client.chat.completions.create(**body)
+        # The raw response, parsed as plain JSON: building the SDK's typed response object cost
+        # more CPU than everything else in the loop.
+        response = await client.post("/chat/completions", body=body, cast_to=httpx.Response,
+                                     options={})
+        data = json.loads(response.content)
+        if not isinstance(data, dict):
+            raise json.JSONDecodeError("the response is not a JSON object", "", 0)
+        return data
 
     def _reply_from(self, response, attempt: int, latency: float) -> Reply:
         usage = None
-        if getattr(response, "usage", None) is not None:
-            u = response.usage
-            usage = {"prompt_tokens": getattr(u, "prompt_tokens", None),
-                     "completion_tokens": getattr(u, "completion_tokens", None)}
-        choices = getattr(response, "choices", None) or []
+        u = _field(response, "usage")
+        if u is not None:
+            usage = {"prompt_tokens": _field(u, "prompt_tokens"),
+                     "completion_tokens": _field(u, "completion_tokens")}
+        choices = _field(response, "choices") or []
         # Null content and no choices are treated as exhaustion, as the reference does (5.3).
         if not choices:
             return Reply(EXHAUSTED_REPLY.format(n=self.max_attempts), flag="error", usage=usage,
                          attempts=attempt, latency_s=latency, error="response without choices")
-        message = choices[0].message
-        content = getattr(message, "content", None)
-        refusal = getattr(message, "refusal", None)
+        message = _field(choices[0], "message") or {}
+        content = _field(message, "content")
+        refusal = _field(message, "refusal")
         if content is None:
             flag = "refused" if refusal else "error"
             return Reply(EXHAUSTED_REPLY.format(n=self.max_attempts), flag=flag, usage=usage,
@@ -339,9 +355,16 @@ class OpenAIAgent(Agent):
             return Reply(EMPTY_REPLY, flag="empty", usage=usage, attempts=attempt,
                          latency_s=latency)
         flag = None
-        if choices[0].finish_reason == "length" or len(content) > MAX_REPLY_CHARS:
+        if _field(choices[0], "finish_reason") == "length" or len(content) > MAX_REPLY_CHARS:
             flag = "too_long"
         return Reply(content, flag=flag, usage=usage, attempts=attempt, latency_s=latency)
+
+
+def _field(obj, name: str):
+    """A field of a JSON dict or of an SDK object (tests may pass either)."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
 
 
 def _error_text(error: BaseException) -> str:

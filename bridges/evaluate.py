@@ -430,13 +430,15 @@ class Runner:
                 t0 = time.perf_counter()
                 text = turn_text(i, budget, instructions, feedback, cfg.include_feedback,
                                  cfg.history, cfg.text_mode)
-                frame = env.frames[slot].copy()
+                # The row only changes when this episode steps, so the encoder may read it in
+                # place; a copy is kept only for the GIF.
+                frame = env.frames[slot]
                 ascii_frame = env.render_text(slot) if cfg.text_mode else None
                 self.overhead_s += time.perf_counter() - t0
                 image_b64 = None if cfg.text_mode else await self._encode(frame)
                 t0 = time.perf_counter()
                 if cfg.gifs:
-                    frames.append(frame)
+                    frames.append(frame.copy())
                 if cfg.history == 0:
                     messages = []
                 elif cfg.history > 0 and i > 0:

@@ -13,3 +13,6 @@ register(SlidingBlock)
 
 from .matchstick_rotation import MatchstickRotation
 register(MatchstickRotation)
+
+from .matchstick_equation import MatchstickEquation
+register(MatchstickEquation)

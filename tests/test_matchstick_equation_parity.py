@@ -1,0 +1,154 @@
+"""matchstick_equation replays the reference's recorded episodes (parity/matchstick_equation.jsonl).
+
+Every recorded episode is rebuilt from its init_state and fed the same action strings; feedback,
+reward, termination and the recorded state (current equation, history stack, moves in effect)
+must match at every step, and the prompts and text observation exactly. The bfs and dfs solver
+plans must equal the reference's action for action (dfs traces of up to 565 actions included),
+and the golden moves of its sos plans must equal ours.
+
+Allow-listed differences, each deliberate (see the module docstring of
+visgym.envs.matchstick_equation):
+- parse errors: the reference embeds Python's own exception text, so only the fixed prefix
+  ("Cannot parse action string <repr>:", the first 200 characters of it, since long actions are
+  quoted shortened) and suffix ("so the action is invalid.") are compared;
+- steps where the reference raised (string move payloads): the state must be unchanged and the
+  feedback the invalid-payload message;
+- obs_shape: the reference squashed every equation into 80x300; our frame is the unsquashed
+  100x808 layout (the reference size is available with image_width/image_height, checked below);
+- frames: the matchstick glyphs equal the reference's pixels exactly (checked on the reference's
+  own 300x80 squash of our canvas); the index labels use a different font (Pillow's bundled one,
+  not the system's DejaVuSans-Bold), so the label band is not compared;
+- sos detours: the reference drew them from NumPy's generator (sos_seed=12 or the env RNG); ours
+  come from our own stream, so only the golden moves and the plan shape are compared.
+"""
+import numpy as np
+import pytest
+from PIL import Image
+
+import visgym
+from parity_data import PARITY, load_parity
+
+EPISODES = load_parity("matchstick_equation") if PARITY.exists() else []
+STOP = "('stop', 'stop')"
+UNDO = "('undo', 'undo')"
+
+
+def _ids(e):
+    return f"{e['env_id']}#{e['episode']}"
+
+
+def _check_feedback(got: str, want: str, action: str) -> None:
+    if want.startswith("Cannot parse action string"):
+        prefix = f"Cannot parse action string {action!r}:"
+        assert got.startswith(prefix[: min(len(prefix), 200)]), got
+        assert got.endswith("so the action is invalid.")
+    else:
+        assert got == want
+
+
+def _env(episode):
+    env = visgym.make(episode["env_id"], num_envs=1, max_steps=None, autoreset="disabled",
+                      **episode["make_kwargs"])
+    env.reset(init_states=[episode["init_state"]])
+    return env
+
+
+def _recorded_state(env):
+    d = env.state_dicts()[0]
+    history = ["".join(eq) for eq in d.get("history", [d["broken"]])]
+    return {"eq": env.family.equation(env.state, 0), "history": history,
+            "moves": int(env.state.depth[0])}
+
+
+@pytest.mark.parametrize("episode", EPISODES, ids=_ids)
+def test_replays_reference_episode(episode):
+    env = _env(episode)
+    assert env.prompt() == episode["prompt"]
+    assert env.prompt(text_mode=True) == episode["prompt_text_mode"]
+    assert env.render_text()[0] == episode["text_obs"]
+    for t, step in enumerate(episode["steps"]):
+        before = env.state_dicts()[0]
+        _, reward, terminated, truncated, info = env.step([step["action"]])
+        if "exception" in step:
+            assert env.state_dicts()[0] == before, f"step {t}: state changed"
+            assert "not in the valid action space" in info["feedback"][0]
+            assert not terminated[0]
+            continue
+        _check_feedback(info["feedback"][0], step["feedback"], step["action"])
+        assert float(reward[0]) == step["reward"], f"step {t}"
+        assert bool(terminated[0]) == step["terminated"], f"step {t}"
+        assert bool(truncated[0]) == step["truncated"], f"step {t}"
+        assert _recorded_state(env) == step["state"], f"step {t}"
+
+
+def _strategy(episode):
+    call = dict(episode["solver_call"])
+    return call.pop("strategy", "sos"), call
+
+
+@pytest.mark.parametrize("episode", [e for e in EPISODES
+                                     if e["episode_kind"] in ("solver", "solver_noisy")
+                                     and _strategy(e)[0] in ("bfs", "dfs")], ids=_ids)
+def test_bfs_and_dfs_plans_equal_the_reference(episode):
+    env = _env(episode)
+    strategy, _ = _strategy(episode)
+    plan = env.family.solve_with(env.state, [0], strategy)[0]
+    assert len(plan) == episode["solver_plan_len"]
+    if episode["episode_kind"] == "solver":
+        recorded = [s["action"] for s in episode["steps"]]
+        if episode.get("solver_plan_truncated"):
+            # The recording capped the plan and ended the episode with a stop of its own.
+            assert recorded[-1] == STOP
+            assert plan[:len(recorded) - 1] == recorded[:-1]
+        else:
+            assert plan == recorded
+
+
+def _without_detours(plan):
+    out = []
+    for action in plan:
+        if action == UNDO:
+            out.pop()
+        else:
+            out.append(action)
+    return out
+
+
+@pytest.mark.parametrize("episode", [e for e in EPISODES if e["episode_kind"] == "solver"
+                                     and _strategy(e)[0] == "sos"], ids=_ids)
+def test_sos_plans_share_the_reference_golden_path(episode):
+    env = _env(episode)
+    _, call = _strategy(episode)
+    recorded = [s["action"] for s in episode["steps"]]
+    golden = env.family.solve_with(env.state, [0], "bfs")[0]
+    assert _without_detours(recorded) == golden
+    ours = env.family.solve_with(env.state, [0], "sos", **call)[0]
+    assert _without_detours(ours) == golden
+    assert len(ours) in (len(golden), len(golden) + 2)
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "hard"])
+def test_glyph_pixels_match_the_reference_frame(difficulty):
+    """Squashing our canvas as the reference does (crop to the equation, Pillow resize to
+    300x80) reproduces the reference frame exactly above the label band."""
+    episode = next(e for e in EPISODES if e["env_id"] == f"matchstick_equation/{difficulty}"
+                   and e["episode"] == 0)
+    env = visgym.make(episode["env_id"])
+    frames, _ = env.reset(init_states=[episode["init_state"]])
+    assert list(frames.shape[1:]) == [100, 808, 3]
+    n = len(episode["init_state"]["broken"])
+    x0 = (frames.shape[2] + 8 - 68 * n) // 2
+    canvas = Image.fromarray(frames[0][:, x0:x0 + 68 * n - 8])
+    squashed = np.asarray(canvas.resize((300, 80)))
+    want = np.asarray(Image.open(PARITY / "frames" / f"matchstick_equation_{difficulty}.png")
+                      .convert("RGB"))
+    assert list(want.shape) == episode["obs_shape"]
+    # Rows 0..67 take no input from the label band (bicubic support at this scale is 2.5 px).
+    np.testing.assert_array_equal(squashed[:68], want[:68])
+
+
+def test_reference_frame_size_is_available():
+    episode = EPISODES[0]
+    env = visgym.make(episode["env_id"], image_width=300, image_height=80)
+    frames, _ = env.reset(init_states=[episode["init_state"]])
+    assert list(frames.shape[1:]) == episode["obs_shape"]
