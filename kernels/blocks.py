@@ -13,6 +13,7 @@ draw taken from the episode's own SplitMix64 stream, so a layout is a function o
 import numpy as np
 from numba import njit, prange
 
+from .batching import row_kernel
 from .rng import below, seed_state
 
 DIR_DROW = np.array([-1, 0, 1, 0], dtype=np.int64)
@@ -157,7 +158,8 @@ def _scramble_one(pos, size, board, start, key_block, n_key, n_walk, n_spread, s
     return s
 
 
-def _scramble_layouts(start, size, height, width, key_block, n_key, n_walk, n_spread, rows,
+@row_kernel(8)
+def scramble_layouts(start, size, height, width, key_block, n_key, n_walk, n_spread, rows,
                       seeds, out_pos):
     """out_pos[rows[i]] = the scramble of ``start`` drawn from seeds[i]."""
     for i in prange(rows.shape[0]):
@@ -356,7 +358,8 @@ def _reverse(m):
     return (m // 4) * 4 + (m % 4 + 2) % 4
 
 
-def _solve_layouts(pos, target_pos, size, height, width, bits, max_states, rows, seeds,
+@row_kernel(7)
+def solve_layouts(pos, target_pos, size, height, width, bits, max_states, rows, seeds,
                    num_steps, plans, plan_len):
     """Batched solver: the BFS plan, padded to at least ``num_steps`` moves (when
     given, > 0) with (move, reverse) pairs. Pairs = ceil((num_steps - len) / 2) draws, with
@@ -423,25 +426,3 @@ def _solve_layouts(pos, target_pos, size, height, width, bits, max_states, rows,
                 plans[i, out] = path[t]
                 out += 1
         plan_len[i] = out
-
-
-# Compiled twice, as in kernels/grid.py: serial for the handful of rows of an auto-reset in a
-# stepping loop, over a thread pool for large batches.
-PARALLEL_MIN_ROWS = 512
-_scramble_serial = njit(cache=True)(_scramble_layouts)
-_scramble_parallel = njit(cache=True, parallel=True)(_scramble_layouts)
-_solve_serial = njit(cache=True)(_solve_layouts)
-_solve_parallel = njit(cache=True, parallel=True)(_solve_layouts)
-
-
-def scramble_layouts(start, size, height, width, key_block, n_key, n_walk, n_spread, rows, seeds,
-                     out_pos):
-    kernel = _scramble_parallel if rows.shape[0] >= PARALLEL_MIN_ROWS else _scramble_serial
-    kernel(start, size, height, width, key_block, n_key, n_walk, n_spread, rows, seeds, out_pos)
-
-
-def solve_layouts(pos, target_pos, size, height, width, bits, max_states, rows, seeds, num_steps,
-                  plans, plan_len):
-    kernel = _solve_parallel if rows.shape[0] >= PARALLEL_MIN_ROWS else _solve_serial
-    kernel(pos, target_pos, size, height, width, bits, max_states, rows, seeds, num_steps, plans,
-           plan_len)

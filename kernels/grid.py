@@ -13,6 +13,7 @@ loaded from their init states instead.
 import numpy as np
 from numba import njit, prange
 
+from .batching import row_kernel
 from .rng import below, seed_state
 
 # Direction d as (d_row, d_col), the maze_2d convention: 0 right, 1 up, 2 left, 3 down.
@@ -80,7 +81,8 @@ def _wilson_one(walls, s):
     return s
 
 
-def _generate_mazes(walls, agent, target, rows, seeds):
+@row_kernel(3)
+def generate_mazes(walls, agent, target, rows, seeds):
     """Fresh episodes into ``rows``: a maze plus an opposite-corner agent/target pair (one of the
     four, uniformly), as the reference's generation (spec 3, steps 2-3)."""
     height = walls.shape[1]
@@ -182,7 +184,8 @@ def shortest_path_dirs(walls, start_r, start_c, goal_r, goal_c, out_dirs):
     return length
 
 
-def _solve_mazes(walls, agent, target, rows, seeds, num_steps, plans, plan_len):
+@row_kernel(3)
+def solve_mazes(walls, agent, target, rows, seeds, num_steps, plans, plan_len):
     """Batched solver: shortest path, then (if ``num_steps`` > 0) detour padding as the reference
     (spec 9): pairs = ceil((num_steps - count) / 2) random (cell on path, open direction) picks,
     each inserted as d then its reverse. ``count`` includes one final stop, which the caller adds.
@@ -241,23 +244,3 @@ def _solve_mazes(walls, agent, target, rows, seeds, num_steps, plans, plan_len):
                 plans[k, pos] = path_dirs[i]
                 pos += 1
         plan_len[k] = pos
-
-
-# Each batched kernel is compiled twice: serially, for the small row counts of auto-resets in a
-# stepping loop (waking a thread pool there costs milliseconds), and over a thread pool for
-# large batches. PARALLEL_MIN_ROWS picks between them.
-PARALLEL_MIN_ROWS = 512
-_generate_serial = njit(cache=True)(_generate_mazes)
-_generate_parallel = njit(cache=True, parallel=True)(_generate_mazes)
-_solve_serial = njit(cache=True)(_solve_mazes)
-_solve_parallel = njit(cache=True, parallel=True)(_solve_mazes)
-
-
-def generate_mazes(walls, agent, target, rows, seeds):
-    kernel = _generate_parallel if rows.shape[0] >= PARALLEL_MIN_ROWS else _generate_serial
-    kernel(walls, agent, target, rows, seeds)
-
-
-def solve_mazes(walls, agent, target, rows, seeds, num_steps, plans, plan_len):
-    kernel = _solve_parallel if rows.shape[0] >= PARALLEL_MIN_ROWS else _solve_serial
-    kernel(walls, agent, target, rows, seeds, num_steps, plans, plan_len)

@@ -25,6 +25,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .batching import row_kernel
 from .rng import below, seed_state
 
 # Symbol codes.
@@ -1018,7 +1019,8 @@ def _break_first(sym, n, remove_to, add_to, v_int, v_i, v_f, ops):
     return False
 
 
-def _generate_puzzles(hist, depth, length, correct, dirty, rows, seeds, break_moves,
+@row_kernel(5)
+def generate_puzzles(hist, depth, length, correct, dirty, rows, seeds, break_moves,
                       enforce_min_distance, retry_limit, remove_to, add_to):
     """Fresh puzzles into ``rows``: a correct template equation broken by ``break_moves`` random
     moves, rejected while still correct or (enforce_min_distance) fixable in fewer moves, up to
@@ -1066,19 +1068,6 @@ def _generate_puzzles(hist, depth, length, correct, dirty, rows, seeds, break_mo
         correct[b] = _correct(sym, n, v_int, v_i, v_f, ops)
         dirty[b, 0] = -1
         dirty[b, 1] = -1
-
-
-# Serial for the few rows of auto-resets in a stepping loop, a thread pool for large batches.
-PARALLEL_MIN_ROWS = 512
-_generate_serial = njit(cache=True)(_generate_puzzles)
-_generate_parallel = njit(cache=True, parallel=True)(_generate_puzzles)
-
-
-def generate_puzzles(hist, depth, length, correct, dirty, rows, seeds, break_moves,
-                     enforce_min_distance, retry_limit, remove_to, add_to):
-    kernel = _generate_parallel if rows.shape[0] >= PARALLEL_MIN_ROWS else _generate_serial
-    kernel(hist, depth, length, correct, dirty, rows, seeds, break_moves,
-           enforce_min_distance, retry_limit, remove_to, add_to)
 
 
 @njit(cache=True)

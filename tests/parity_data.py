@@ -16,3 +16,29 @@ def load_parity(family: str) -> list:
         pytest.skip(f"reference recordings not found at {path} (set VISGYM_SHARED)")
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def episode_id(episode: dict) -> str:
+    """Test id of a recorded episode, e.g. ``maze_2d/easy#12``."""
+    return f"{episode['env_id']}#{episode['episode']}"
+
+
+def check_feedback(got: str, want: str, action: str) -> None:
+    """Feedback equals the recording, except parse errors: the reference embeds Python's own
+    exception text there, so only its fixed prefix (with the action's repr) and suffix count."""
+    if want.startswith("Cannot parse action string"):
+        prefix = f"Cannot parse action string {action!r}:"
+        assert got.startswith(prefix[: min(len(prefix), 200)]), got
+        assert got.endswith("so the action is invalid.")
+    else:
+        assert got == want, (got, want)
+
+
+def replay_env(episode: dict):
+    """A one-episode BatchEnv (no budget, no auto-reset) rebuilt from the recording."""
+    import visgym
+
+    env = visgym.make(episode["env_id"], num_envs=1, max_steps=None, autoreset="disabled",
+                      **episode["make_kwargs"])
+    env.reset(init_states=[episode["init_state"]])
+    return env

@@ -26,24 +26,13 @@ import pytest
 from PIL import Image
 
 import visgym
-from parity_data import PARITY, load_parity
+from parity_data import PARITY, check_feedback, episode_id, load_parity
 
 EPISODES = load_parity("matchstick_equation") if PARITY.exists() else []
 STOP = "('stop', 'stop')"
 UNDO = "('undo', 'undo')"
 
 
-def _ids(e):
-    return f"{e['env_id']}#{e['episode']}"
-
-
-def _check_feedback(got: str, want: str, action: str) -> None:
-    if want.startswith("Cannot parse action string"):
-        prefix = f"Cannot parse action string {action!r}:"
-        assert got.startswith(prefix[: min(len(prefix), 200)]), got
-        assert got.endswith("so the action is invalid.")
-    else:
-        assert got == want
 
 
 def _env(episode):
@@ -60,7 +49,7 @@ def _recorded_state(env):
             "moves": int(env.state.depth[0])}
 
 
-@pytest.mark.parametrize("episode", EPISODES, ids=_ids)
+@pytest.mark.parametrize("episode", EPISODES, ids=episode_id)
 def test_replays_reference_episode(episode):
     env = _env(episode)
     assert env.prompt() == episode["prompt"]
@@ -74,7 +63,7 @@ def test_replays_reference_episode(episode):
             assert "not in the valid action space" in info["feedback"][0]
             assert not terminated[0]
             continue
-        _check_feedback(info["feedback"][0], step["feedback"], step["action"])
+        check_feedback(info["feedback"][0], step["feedback"], step["action"])
         assert float(reward[0]) == step["reward"], f"step {t}"
         assert bool(terminated[0]) == step["terminated"], f"step {t}"
         assert bool(truncated[0]) == step["truncated"], f"step {t}"
@@ -88,7 +77,7 @@ def _strategy(episode):
 
 @pytest.mark.parametrize("episode", [e for e in EPISODES
                                      if e["episode_kind"] in ("solver", "solver_noisy")
-                                     and _strategy(e)[0] in ("bfs", "dfs")], ids=_ids)
+                                     and _strategy(e)[0] in ("bfs", "dfs")], ids=episode_id)
 def test_bfs_and_dfs_plans_equal_the_reference(episode):
     env = _env(episode)
     strategy, _ = _strategy(episode)
@@ -115,7 +104,7 @@ def _without_detours(plan):
 
 
 @pytest.mark.parametrize("episode", [e for e in EPISODES if e["episode_kind"] == "solver"
-                                     and _strategy(e)[0] == "sos"], ids=_ids)
+                                     and _strategy(e)[0] == "sos"], ids=episode_id)
 def test_sos_plans_share_the_reference_golden_path(episode):
     env = _env(episode)
     _, call = _strategy(episode)

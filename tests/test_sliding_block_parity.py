@@ -24,7 +24,7 @@ import pytest
 from PIL import Image
 
 import visgym
-from parity_data import PARITY, load_parity
+from parity_data import PARITY, check_feedback, episode_id, load_parity
 
 EPISODES = load_parity("sliding_block") if PARITY.exists() else []
 ALLOWED_EXCEPTIONS = {"KeyError", "UFuncTypeError", "ValueError"}
@@ -33,24 +33,13 @@ TEXT_BOX_HALF_W = 21   # the widest id, "10", is 34 px in the reference
 TEXT_BOX_HALF_H = 14   # ids are 18 px tall in the reference
 
 
-def _ids(e):
-    return f"{e['env_id']}#{e['episode']}"
-
-
-def _check_feedback(got: str, want: str, action: str) -> None:
-    if want.startswith("Cannot parse action string"):
-        prefix = f"Cannot parse action string {action!r}:"
-        assert got.startswith(prefix[: min(len(prefix), 200)]), got
-        assert got.endswith("so the action is invalid.")
-    else:
-        assert got == want
 
 
 def _pos(env):
     return {str(k + 1): [int(v) for v in env.state.pos[0, k]] for k in range(10)}
 
 
-@pytest.mark.parametrize("episode", EPISODES, ids=_ids)
+@pytest.mark.parametrize("episode", EPISODES, ids=episode_id)
 def test_replays_reference_episode(episode):
     env = visgym.make(episode["env_id"], num_envs=1, max_steps=None, autoreset="disabled",
                       **episode["make_kwargs"])
@@ -69,7 +58,7 @@ def test_replays_reference_episode(episode):
             assert "not in the valid action space of move" in info["feedback"][0]
             assert not terminated[0] and reward[0] == 0
             continue
-        _check_feedback(info["feedback"][0], step["feedback"], step["action"])
+        check_feedback(info["feedback"][0], step["feedback"], step["action"])
         assert float(reward[0]) == step["reward"], f"step {t}"
         assert bool(terminated[0]) == step["terminated"], f"step {t}"
         assert bool(truncated[0]) == step["truncated"], f"step {t}"
@@ -101,7 +90,7 @@ def test_actions_that_made_the_reference_raise_are_invalid_payloads(action):
 
 
 @pytest.mark.parametrize("episode", [e for e in EPISODES if e["episode_kind"] == "solver"],
-                         ids=_ids)
+                         ids=episode_id)
 def test_solver_matches_the_reference(episode):
     env = visgym.make(episode["env_id"], num_envs=1, max_steps=None, autoreset="disabled")
     env.reset(init_states=[episode["init_state"]])
