@@ -9,21 +9,17 @@ from setuptools import Extension, setup
 
 COMPILE_ARGS = ["-O3", "-ffast-math", "-fno-finite-math-only"]
 
+MODULES = ("_raster", "_tiles", "_raster3d")  # render/<name>.pyx -> visgym.render.<name>
+
 extensions = [
     Extension(
-        "visgym.render._raster",
-        ["render/_raster.pyx"],
+        f"visgym.render.{name}",
+        [f"render/{name}.pyx"],
         include_dirs=[numpy.get_include()],
         extra_compile_args=COMPILE_ARGS,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    ),
-    Extension(
-        "visgym.render._tiles",
-        ["render/_tiles.pyx"],
-        include_dirs=[numpy.get_include()],
-        extra_compile_args=COMPILE_ARGS,
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    ),
+    )
+    for name in MODULES
 ]
 
 setup(

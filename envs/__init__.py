@@ -16,3 +16,12 @@ register(MatchstickRotation)
 
 from .matchstick_equation import MatchstickEquation
 register(MatchstickEquation)
+
+from .maze_3d import Maze3D
+register(Maze3D)
+
+from .fetch_reach import FetchReach
+register(FetchReach)
+
+from .fetch_pick_and_place import FetchPickAndPlace
+register(FetchPickAndPlace)

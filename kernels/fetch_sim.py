@@ -1,0 +1,452 @@
+"""Simulation kernels of the Fetch mocap-arm scenes (spec/envs/fetch_reach.md and
+fetch_pick_and_place.md, sections 3, 4, 6, 11 and 13): model loading from the installed
+gymnasium-robotics assets, construction-time settling, the batched CPU stepper (MuJoCo C, one
+MjData per worker thread, the GIL released around every C call), episode sampling, the discrete
+action mapping, success tests, and the closed-loop oracles.
+An MJX (JAX) stepper for accelerators is not written yet.
+
+The episode's physics lives in one float64 vector per episode (MuJoCo's mjSTATE_INTEGRATION:
+time, qpos, qvel, warm start, controls, mocap pose, ...), so a batch is one array that can be
+copied, sliced and serialised like any other State field; a worker loads a row into its MjData,
+advances it and writes it back. Everything that depends only on that vector (site and body
+positions, geom poses for rendering) is recomputed by forward kinematics after every change.
+
+Nothing here names a task: scenes are picked by their MJCF file name, and the task differences
+(blocked gripper, object, thresholds) are arguments.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+
+import numpy as np
+from numba import njit
+
+from .rng import seed_state, uniform01
+
+# ---------------------------------------------------------------------------------------------
+# model
+
+N_SUBSTEPS = 20          # physics steps per control step (0.04 s)
+STEP_M = 0.05            # nominal mocap displacement per unit payload
+SETTLE_OFFSET = (-0.498, 0.005, -0.431 + 0.2)   # mocap target relative to the grip at setup
+DOWN_QUAT = (1.0, 0.0, 1.0, 0.0)                 # the reference's (unnormalised) quaternion term
+STATE_SPEC = None        # mjSTATE_INTEGRATION, set on first load (mujoco imported lazily)
+
+
+def asset_dir() -> str:
+    """The Fetch MJCF folder of the installed gymnasium-robotics package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gymnasium_robotics")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the Fetch scenes need the gymnasium-robotics package "
+                           "(pip install 'gymnasium-robotics>=1.2')")
+    return os.path.join(list(spec.submodule_search_locations)[0], "envs", "assets", "fetch")
+
+
+class Scene:
+    """One compiled Fetch scene plus the constants of its settled start state."""
+
+    def __init__(self, xml_name: str, base_x: float, has_object: bool):
+        import mujoco
+
+        global STATE_SPEC
+        STATE_SPEC = int(mujoco.mjtState.mjSTATE_INTEGRATION)
+        self.mujoco = mujoco
+        self.xml_path = os.path.join(asset_dir(), xml_name)
+        model = mujoco.MjModel.from_xml_path(self.xml_path)
+        self.model = model
+        self.has_object = has_object
+        self.nstate = mujoco.mj_stateSize(model, STATE_SPEC)
+        # Offsets of the pieces of the state vector (components are laid out in bit order).
+        offsets = {}
+        pos = 0
+        for bit in range(15):
+            size = mujoco.mj_stateSize(model, 1 << bit)
+            offsets[1 << bit] = pos
+            pos += size
+        st = mujoco.mjtState
+        self.ofs_qpos = offsets[int(st.mjSTATE_QPOS)]
+        self.ofs_qvel = offsets[int(st.mjSTATE_QVEL)]
+        self.ofs_ctrl = offsets[int(st.mjSTATE_CTRL)]
+        self.ofs_mocap_pos = offsets[int(st.mjSTATE_MOCAP_POS)]
+        self.ofs_mocap_quat = offsets[int(st.mjSTATE_MOCAP_QUAT)]
+
+        name = lambda kind, n: mujoco.mj_name2id(model, kind, n)  # noqa: E731
+        obj = mujoco.mjtObj
+        self.grip_site = name(obj.mjOBJ_SITE, "robot0:grip")
+        self.link_body = name(obj.mjOBJ_BODY, "robot0:gripper_link")
+        self.mocap_body = name(obj.mjOBJ_BODY, "robot0:mocap")
+        fingers = [name(obj.mjOBJ_JOINT, "robot0:r_gripper_finger_joint"),
+                   name(obj.mjOBJ_JOINT, "robot0:l_gripper_finger_joint")]
+        self.finger_qpos = np.array([model.jnt_qposadr[j] for j in fingers], np.int64)
+        # Position actuators hold "their finger's joint position + command" (ctrl_set_action).
+        self.actuator_qpos = np.array(
+            [model.jnt_qposadr[model.actuator_trnid[a, 0]] for a in range(model.nu)], np.int64)
+        self.object_site = name(obj.mjOBJ_SITE, "object0") if has_object else -1
+        self.object_qpos = (model.jnt_qposadr[name(obj.mjOBJ_JOINT, "object0:joint")]
+                            if has_object else -1)
+
+        # Construction-time settling (fetch_reach.md section 4).
+        data = mujoco.MjData(model)
+        for joint, value in (("robot0:slide0", base_x), ("robot0:slide1", 0.48),
+                             ("robot0:slide2", 0.0)):
+            data.qpos[model.jnt_qposadr[name(obj.mjOBJ_JOINT, joint)]] = value
+        if has_object:
+            data.qpos[self.object_qpos:self.object_qpos + 7] = (1.25, 0.53, 0.4, 1, 0, 0, 0)
+        # The weld's stored relative pose is reset to identity, so the solver pulls the
+        # gripper_link origin and orientation onto the mocap pose.
+        model.eq_data[0, 3:10] = (0, 0, 0, 1, 0, 0, 0)
+        model.eq_data[0, 0:3] = 0
+        mujoco.mj_forward(model, data)
+        data.mocap_pos[0] = data.site_xpos[self.grip_site] + np.array(SETTLE_OFFSET)
+        data.mocap_quat[0] = DOWN_QUAT
+        for _ in range(10):
+            mujoco.mj_step(model, data, N_SUBSTEPS)
+        self.initial_grip = data.site_xpos[self.grip_site].copy()
+        self.height_offset = float(data.site_xpos[self.object_site][2]) if has_object else 0.0
+        qpos, qvel, time = data.qpos.copy(), data.qvel.copy(), data.time
+        # Episode start: a data reset, then the settled qpos/qvel/time (warm start, controls and
+        # the mocap pose back at the model defaults, as the reference's reset leaves them).
+        mujoco.mj_resetData(model, data)
+        data.qpos[:] = qpos
+        data.qvel[:] = qvel
+        data.time = time
+        self.start_state = np.zeros(self.nstate)
+        mujoco.mj_getState(model, data, self.start_state, STATE_SPEC)
+        self.ngeom = model.ngeom
+
+    def start_object(self) -> np.ndarray:
+        """The settled object joint position (x, y, z)."""
+        a = self.ofs_qpos + self.object_qpos
+        return self.start_state[a:a + 3].copy()
+
+
+@lru_cache(maxsize=None)
+def load_scene(xml_name: str, base_x: float, has_object: bool) -> Scene:
+    return Scene(xml_name, base_x, has_object)
+
+
+# ---------------------------------------------------------------------------------------------
+# the CPU stepper
+
+def _libmujoco():
+    import mujoco
+
+    paths = sorted(glob.glob(os.path.join(os.path.dirname(mujoco.__file__), "libmujoco.so*"))
+                   + glob.glob(os.path.join(os.path.dirname(mujoco.__file__), "libmujoco*.dylib"))
+                   + glob.glob(os.path.join(os.path.dirname(mujoco.__file__), "mujoco*.dll")))
+    if not paths:
+        return None
+    # ctypes drops the GIL around every foreign call, which the Python bindings' mj_step does
+    # not: this is what lets the worker threads simulate in parallel.
+    lib = ctypes.CDLL(paths[0])
+    vp, ip = ctypes.c_void_p, ctypes.c_int
+    lib.mj_step.argtypes = [vp, vp]
+    lib.mj_kinematics.argtypes = [vp, vp]
+    lib.mj_setState.argtypes = [vp, vp, vp, ip]
+    lib.mj_getState.argtypes = [vp, vp, vp, ip]
+    return lib
+
+
+class Kinematics:
+    """Per-episode quantities recomputed from the physics vector (all arrays [B, ...])."""
+
+    FIELDS = ("grip", "link_pos", "link_quat", "obj", "fingers", "geom_xpos", "geom_xmat")
+
+
+class CpuStepper:
+    """Advances rows of a batch of physics vectors with MuJoCo C on a pool of threads."""
+
+    def __init__(self, scene: Scene, threads: int | None = None):
+        import mujoco
+
+        self.scene = scene
+        self.threads = max(1, int(threads or os.cpu_count() or 1))
+        self._lib = _libmujoco()
+        self._local = threading.local()
+        self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
+        self._mujoco = mujoco
+        self._bad = [int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQPOS),
+                     int(mujoco.mjtWarning.mjWARN_BADQVEL)]
+
+    def _data(self):
+        d = getattr(self._local, "data", None)
+        if d is None:
+            d = self._mujoco.MjData(self.scene.model)
+            self._local.data = d
+        return d
+
+    def _rows(self, phys, rows, nsub, zero_fingers, out, unstable):
+        sc = self.scene
+        m = sc.model
+        d = self._data()
+        lib = self._lib
+        mp, dp = ctypes.c_void_p(m._address), ctypes.c_void_p(d._address)
+        mj = self._mujoco
+        warn = d.warning
+        for b in rows:
+            row = phys[b]
+            if lib is not None:
+                lib.mj_setState(mp, dp, row.ctypes.data, STATE_SPEC)
+            else:
+                mj.mj_setState(m, d, row, STATE_SPEC)
+            if nsub:
+                for w in self._bad:
+                    warn[w].number = 0
+                if lib is not None:
+                    for _ in range(nsub):
+                        lib.mj_step(mp, dp)
+                else:
+                    mj.mj_step(m, d, nsub)
+                if zero_fingers:
+                    d.qpos[sc.finger_qpos] = 0.0
+                bad = any(warn[w].number for w in self._bad)
+                if bad or not (np.isfinite(d.qpos).all() and np.isfinite(d.qvel).all()):
+                    # MuJoCo resets a diverged simulation to the model default; we restore the
+                    # episode's own start instead (the caller finishes that reset).
+                    unstable[b] = True
+                    continue
+            if lib is not None:
+                lib.mj_kinematics(mp, dp)
+                lib.mj_getState(mp, dp, row.ctypes.data, STATE_SPEC)
+            else:
+                mj.mj_kinematics(m, d)
+                mj.mj_getState(m, d, row, STATE_SPEC)
+            out.grip[b] = d.site_xpos[sc.grip_site]
+            out.link_pos[b] = d.xpos[sc.link_body]
+            out.link_quat[b] = d.xquat[sc.link_body]
+            if sc.has_object:
+                out.obj[b] = d.site_xpos[sc.object_site]
+            out.fingers[b] = d.qpos[sc.finger_qpos]
+            out.geom_xpos[b] = d.geom_xpos
+            out.geom_xmat[b] = d.geom_xmat
+
+    def run(self, phys: np.ndarray, rows: np.ndarray, nsub: int, zero_fingers: bool, out,
+            unstable: np.ndarray) -> None:
+        """Advance ``phys[rows]`` by ``nsub`` physics steps (0: kinematics only), optionally zero
+        the finger joints, recompute the kinematic fields of ``out``; rows whose simulation
+        diverged are flagged in ``unstable`` and left unchanged."""
+        rows = np.asarray(rows, np.int64)
+        if rows.size == 0:
+            return
+        if not phys.flags.c_contiguous:
+            raise ValueError("phys: must be C-contiguous")
+        if self._pool is None or rows.size < 2 or nsub == 0 and rows.size < 16:
+            self._rows(phys, rows, nsub, zero_fingers, out, unstable)
+            return
+        parts = np.array_split(rows, self.threads)
+        futures = [self._pool.submit(self._rows, phys, p, nsub, zero_fingers, out, unstable)
+                   for p in parts if p.size]
+        for f in futures:
+            f.result()
+
+
+# ---------------------------------------------------------------------------------------------
+# episode sampling (Numba, one random stream per episode)
+
+@njit(cache=True)
+def sample_episodes(seeds, rows, initial_grip, height_offset, has_object, goal_range,
+                    object_range, object_min_dist, air_prob, air_height, jitter, cam_default,
+                    cam_jitter, goal, object_xy, camera):
+    """Goal, object xy and front camera for each row (fetch_reach.md section 4 and
+    fetch_pick_and_place.md section 4, in the reference's order of draws).
+
+    cam_default: (azimuth, elevation, distance, lookat x, y, z); cam_jitter: (azimuth,
+    elevation, distance, lookat) half-ranges. camera rows get the same 6 numbers."""
+    for k in range(rows.shape[0]):
+        b = rows[k]
+        s = seed_state(np.uint64(seeds[k]), np.uint64(1))
+        if has_object:
+            for _ in range(10000):
+                s, u = uniform01(s)
+                dx = (2.0 * u - 1.0) * object_range
+                s, u = uniform01(s)
+                dy = (2.0 * u - 1.0) * object_range
+                if dx * dx + dy * dy >= object_min_dist * object_min_dist:
+                    break
+            object_xy[b, 0] = initial_grip[0] + dx
+            object_xy[b, 1] = initial_grip[1] + dy
+        for a in range(3):
+            s, u = uniform01(s)
+            goal[b, a] = initial_grip[a] + (2.0 * u - 1.0) * goal_range
+        if has_object:
+            goal[b, 2] = height_offset
+            s, u = uniform01(s)
+            if u < air_prob:
+                s, u = uniform01(s)
+                goal[b, 2] += u * air_height
+        for a in range(6):
+            camera[b, a] = cam_default[a]
+        if jitter:
+            for a in range(6):
+                s, u = uniform01(s)
+                camera[b, a] += (2.0 * u - 1.0) * cam_jitter[min(a, 3)]
+
+
+# ---------------------------------------------------------------------------------------------
+# the discrete action -> controls of one control step (Numba)
+
+@njit(cache=True)
+def apply_actions(kind, floats, ints, error, move_kind, gripper_kind, stop_kind, phys,
+                  ofs_qpos, ofs_ctrl, ofs_mocap_pos, ofs_mocap_quat, actuator_qpos, link_pos,
+                  link_quat, gripper_cmd, success, reward, terminated, feedback, simulate):
+    """Map parsed actions onto the physics vectors of the rows that move.
+
+    Errors change nothing and report their code; stop terminates with reward = success and runs
+    no physics; move and gripper re-anchor the mocap to the gripper_link's current pose, add
+    0.05 m x payload and the (1, 0, 1, 0) quaternion term, and set each finger actuator to its
+    joint position + the sticky command (fetch_reach.md section 6)."""
+    for b in range(kind.shape[0]):
+        simulate[b] = False
+        reward[b] = 0.0
+        terminated[b] = False
+        if error[b] != 0:
+            feedback[b] = error[b]
+            continue
+        feedback[b] = 0
+        k = kind[b]
+        if k == stop_kind:
+            terminated[b] = True
+            reward[b] = 1.0 if success[b] else 0.0
+            continue
+        dx = 0.0
+        dy = 0.0
+        dz = 0.0
+        if k == move_kind:
+            dx = floats[b, 0]
+            dy = floats[b, 1]
+            dz = floats[b, 2]
+            if not (np.isfinite(dx) and np.isfinite(dy) and np.isfinite(dz)) or max(
+                    abs(dx), abs(dy), abs(dz)) > 1.0:
+                feedback[b] = 4
+                continue
+        elif k == gripper_kind:
+            # ('gripper', 0) opens (+1), ('gripper', 1) closes (-1); the command is sticky.
+            gripper_cmd[b] = 1.0 if ints[b, 0] == 0 else -1.0
+        else:
+            feedback[b] = 4
+            continue
+        phys[b, ofs_mocap_pos + 0] = link_pos[b, 0] + STEP_M * dx
+        phys[b, ofs_mocap_pos + 1] = link_pos[b, 1] + STEP_M * dy
+        phys[b, ofs_mocap_pos + 2] = link_pos[b, 2] + STEP_M * dz
+        for a in range(4):
+            phys[b, ofs_mocap_quat + a] = link_quat[b, a] + (1.0 if a % 2 == 0 else 0.0)
+        for a in range(actuator_qpos.shape[0]):
+            phys[b, ofs_ctrl + a] = phys[b, ofs_qpos + actuator_qpos[a]] + gripper_cmd[b]
+        simulate[b] = True
+
+
+@njit(cache=True)
+def within(points, goal, threshold, out):
+    """out[b] = |points[b] - goal[b]| < threshold (strictly)."""
+    for b in range(points.shape[0]):
+        d = 0.0
+        for a in range(3):
+            e = points[b, a] - goal[b, a]
+            d += e * e
+        out[b] = np.sqrt(d) < threshold
+
+
+# ---------------------------------------------------------------------------------------------
+# oracles (Numba): action codes 0..5 = unit move -x, +x, -y, +y, -z, +z; 6 = zero move;
+# 7 = open; 8 = close; 9 = stop
+
+ZERO_MOVE = 6
+OPEN = 7
+CLOSE = 8
+STOP = 9
+
+
+@njit(cache=True, inline="always")
+def _greedy(ex, ey, ez, tol):
+    """Unit move along the axis of the largest error above tol, else the zero move."""
+    best = -1
+    mag = tol
+    errs = (ex, ey, ez)
+    for a in range(3):
+        if abs(errs[a]) > mag:
+            mag = abs(errs[a])
+            best = a
+    if best < 0:
+        return ZERO_MOVE
+    return 2 * best + (1 if errs[best] > 0 else 0)
+
+
+@njit(cache=True)
+def greedy_axis_actions(grip, goal, threshold, active, out):
+    """Move along the axis of the largest grip-goal error (the reach oracle); zero move when
+    every axis is within threshold."""
+    for b in range(grip.shape[0]):
+        if active[b]:
+            out[b] = _greedy(goal[b, 0] - grip[b, 0], goal[b, 1] - grip[b, 1],
+                             goal[b, 2] - grip[b, 2], threshold)
+
+
+@njit(cache=True)
+def staged_grasp_actions(grip, obj, goal, fingers, stage, counters, prev_open, active, tol,
+                         align_tol, carry_tol, out):
+    """One step of the staged pick-and-place state machine (fetch_pick_and_place.md section
+    11) for the active rows, with a recovery the reference lacks: if the cube is no longer
+    between the fingers while carrying, start over from the approach.
+
+    stage int64[B]: 0 approach, 1 open, 2 align/descend, 3 grasp, 4 carry, 7 hold.
+    counters int64[B, 2]: close steps, stable-opening count."""
+    for b in range(grip.shape[0]):
+        if not active[b]:
+            continue
+        opening = fingers[b, 0] + fingers[b, 1]
+        st = stage[b]
+        if st == 4 or st == 7:
+            # Cube lost: it is far from the grip point, so it cannot be held.
+            d = 0.0
+            for a in range(3):
+                d += (obj[b, a] - grip[b, a]) ** 2
+            if np.sqrt(d) > 0.04:
+                st = 0
+        if st == 0:
+            tz = max(obj[b, 2] + 0.10, grip[b, 2])
+            code = _greedy(obj[b, 0] - grip[b, 0], obj[b, 1] - grip[b, 1], tz - grip[b, 2], tol)
+            if code == ZERO_MOVE:
+                st = 1
+            out[b] = code
+        elif st == 1:
+            if opening >= 0.08:
+                out[b] = ZERO_MOVE
+                st = 2
+            else:
+                out[b] = OPEN
+        elif st == 2:
+            ex = obj[b, 0] - grip[b, 0]
+            ey = obj[b, 1] - grip[b, 1]
+            if abs(ex) > align_tol:
+                out[b] = 1 if ex > 0 else 0
+            elif abs(ey) > align_tol:
+                out[b] = 3 if ey > 0 else 2
+            elif grip[b, 2] > obj[b, 2] + 0.005:
+                out[b] = 4
+            else:
+                out[b] = ZERO_MOVE
+                st = 3
+                counters[b, 0] = 0
+                counters[b, 1] = 0
+                prev_open[b] = opening
+        elif st == 3:
+            out[b] = CLOSE
+            counters[b, 0] += 1
+            if abs(opening - prev_open[b]) < 1e-4:
+                counters[b, 1] += 1
+            prev_open[b] = opening
+            if counters[b, 0] >= 3 or counters[b, 1] >= 2:
+                st = 4
+        else:
+            code = _greedy(goal[b, 0] - obj[b, 0], goal[b, 1] - obj[b, 1],
+                           goal[b, 2] - obj[b, 2], carry_tol)
+            out[b] = code
+            st = 7 if code == ZERO_MOVE else 4
+        stage[b] = st

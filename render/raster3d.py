@@ -1,0 +1,376 @@
+"""Batched z-buffered triangle rasterization into caller-owned frames: the public face of the
+compiled kernels in ``visgym.render._raster3d``, shared by every family that draws a 3-D scene
+(textured rooms, rotated objects, robot scenes).
+
+A scene is drawn by one or more *draws*. Draw n renders the triangles
+``triangles[tri_start[n]:tri_stop[n]]`` of one shared mesh table into frame ``idx[n]``, after
+transforming the vertices by ``model[n]`` (object to world) and ``view_proj[n]`` (world to clip,
+see ``camera``), lit by ``light_dir[n]`` / ``ambient[n]`` / ``diffuse[n]`` and mapped to the pixel
+rectangle ``viewport[n]``. So a batch of B different scenes is B draws over per-scene triangle
+ranges, an instanced object (a sphere placed per episode) is a draw of one shared range with a
+per-draw model matrix, and side-by-side views are draws with different viewports. Draws run in
+order, each testing and writing the depth buffer of its frame (``float32[B, H, W]``, NDC z,
+smaller is nearer; ``clear`` sets it to +inf).
+
+Meshes: ``vertices`` float32[V, 3], ``triangles`` int32[T, 3] (counter-clockwise = front, seen
+from the camera, as OpenGL), and per face a flat colour ``face_colors`` uint8[T, 3] or a texture
+``face_textures`` int32[T] (-1 = flat colour) with per-vertex ``uvs`` float32[V, 2] into a texture
+atlas (``pack_textures``): u runs across a texture's columns, v down its rows, and both repeat
+every 1.0. ``face_flags`` uint8[T]: FLAG_LIT applies Lambert light (ambient + diffuse * max(0,
+n.l), per face from the triangle's own normal, or per vertex from ``normals`` float32[V, 3]);
+FLAG_TWO_SIDED keeps back faces (lit as seen from their side). Faces without FLAG_LIT show their
+raw colour. Triangles are clipped against the near plane, and against a guard band far outside
+the viewport; there is no far-plane clipping. This layer checks and converts arguments, raising
+ValueError naming the offending one, and then makes one kernel call.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _raster3d
+from .raster import _colors, _frames, _idx, _per_item
+
+__all__ = ["FLAG_LIT", "FLAG_TWO_SIDED", "clear", "draw_meshes", "raycast_grid", "pack_textures",
+           "uv_sphere"]
+
+FLAG_LIT = 1
+FLAG_TWO_SIDED = 2
+SAMPLING = ("nearest", "bilinear")
+
+
+# ---------------------------------------------------------------------------------------------
+# argument checks
+
+def _depth(depth, frames: np.ndarray) -> np.ndarray:
+    if not isinstance(depth, np.ndarray):
+        raise ValueError(f"depth must be a numpy array, got {type(depth).__name__}")
+    if depth.dtype != np.float32:
+        raise ValueError(f"depth must have dtype float32, got {depth.dtype}")
+    if depth.shape != frames.shape[:3]:
+        raise ValueError(f"depth must have shape {frames.shape[:3]} (frames without the colour "
+                         f"axis), got {depth.shape}")
+    if not depth.flags.c_contiguous or not depth.flags.writeable:
+        raise ValueError("depth must be C-contiguous and writeable")
+    return depth
+
+
+def _table(arr, name: str, dtype, cols: int) -> np.ndarray:
+    """A large per-vertex / per-face table: exact dtype and C order required (never copied)."""
+    if not isinstance(arr, np.ndarray):
+        raise ValueError(f"{name} must be a numpy array, got {type(arr).__name__}")
+    if arr.dtype != dtype:
+        raise ValueError(f"{name} must have dtype {np.dtype(dtype).name}, got {arr.dtype}")
+    if arr.ndim != 2 or arr.shape[1] != cols:
+        raise ValueError(f"{name} must have shape (n, {cols}), got {arr.shape}")
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous (use np.ascontiguousarray)")
+    return arr
+
+
+def _matrices(value, name: str, n: int) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must be real 4x4 matrices, got dtype {arr.dtype}")
+    if arr.shape == (4, 4):
+        arr = np.broadcast_to(arr, (n, 4, 4))
+    elif arr.shape != (n, 4, 4):
+        raise ValueError(f"{name} must have shape (4, 4) or ({n}, 4, 4) to match idx, got {arr.shape}")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite")
+    return arr
+
+
+def _per_face(value, name: str, t: int, dtype, default) -> np.ndarray:
+    if value is None:
+        return np.full(t, default, dtype)
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must have an integer dtype, got {arr.dtype}")
+    if arr.ndim == 0:
+        arr = np.broadcast_to(arr, (t,))
+    elif arr.shape != (t,):
+        raise ValueError(f"{name} must be a scalar or have shape ({t},) to match triangles, "
+                         f"got {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# drawing
+
+def clear(frames: np.ndarray, depth: np.ndarray, idx, colors=(0, 0, 0)) -> None:
+    """Fill frames idx[n] with colors[n] (one RGB for all, or one per item) and set their depth
+    to +inf."""
+    frames = _frames(frames)
+    depth = _depth(depth, frames)
+    idx = _idx(idx, frames.shape[0])
+    colors = _colors(colors, idx.shape[0])
+    _raster3d.clear(frames, depth, idx, colors)
+
+
+def draw_meshes(frames: np.ndarray, depth: np.ndarray, idx, vertices: np.ndarray,
+                triangles: np.ndarray, tri_start, tri_stop, view_proj, *, model=None,
+                face_colors=None, face_textures=None, face_flags=None, uvs=None, normals=None,
+                atlas=None, texture_rects=None, light_dir=(0.0, 0.0, 1.0), ambient=1.0,
+                diffuse=0.0, viewport=None, sampling: str = "nearest", clear=None) -> None:
+    """Draw N draws (see the module docstring) into ``frames`` / ``depth``.
+
+    idx int[N]: frame of each draw. tri_start, tri_stop int[N] (or scalars): triangle range.
+    view_proj (4, 4) or (N, 4, 4): world to clip. model None (identity), (4, 4) or (N, 4, 4).
+    face_colors None (white), RGB (3,) or uint8[T, 3]. face_textures None (all flat) or int[T]
+    in [-1, K). face_flags None (0), a scalar or uint8[T] of FLAG_* bits. uvs float32[V, 2]
+    (needed when a face is textured); normals None or float32[V, 3]. atlas uint8[AH, AW, 3]
+    and texture_rects int[K, 4] of (x, y, width, height) in the atlas (``pack_textures``).
+    light_dir (3,) or (N, 3): direction *toward* the light, world frame. ambient, diffuse:
+    scalars or float[N]. viewport None (whole frame), (4,) or (N, 4) ints (x, y, width, height).
+    sampling: "nearest" or "bilinear". clear: None, or an RGB colour: every frame named in idx
+    is first filled with it (depth +inf), just before its first draw (cheaper than a separate
+    ``clear`` call, whose writes have left the cache by the time a batch is drawn).
+    """
+    frames = _frames(frames)
+    depth = _depth(depth, frames)
+    idx = _idx(idx, frames.shape[0])
+    n = idx.shape[0]
+    vertices = _table(vertices, "vertices", np.float32, 3)
+    triangles = _table(triangles, "triangles", np.int32, 3)
+    nv, nt = vertices.shape[0], triangles.shape[0]
+    if nt and (triangles.min() < 0 or triangles.max() >= nv):
+        raise ValueError(f"triangles must index vertices in [0, {nv}), got range "
+                         f"[{triangles.min()}, {triangles.max()}]")
+    if not np.isfinite(vertices).all():
+        raise ValueError("vertices must be finite")
+    tri_start = _per_item(tri_start, "tri_start", n, "int")
+    tri_stop = _per_item(tri_stop, "tri_stop", n, "int")
+    if n and (tri_start.min() < 0 or tri_stop.max() > nt or (tri_stop < tri_start).any()):
+        raise ValueError(f"tri_start/tri_stop must satisfy 0 <= tri_start <= tri_stop <= {nt} "
+                         f"(the number of triangles)")
+    view_proj = _matrices(view_proj, "view_proj", n)
+    has_model = model is not None
+    model = _matrices(model, "model", n) if has_model else np.zeros((1, 4, 4))
+
+    if face_colors is None:
+        face_colors = np.full((nt, 3), 255, np.uint8)
+    else:
+        face_colors = _colors(face_colors, nt, "face_colors")
+    face_textures = _per_face(face_textures, "face_textures", nt, np.int32, -1)
+    face_flags = _per_face(face_flags, "face_flags", nt, np.uint8, 0)
+    if nt and face_flags.max() > (FLAG_LIT | FLAG_TWO_SIDED):
+        raise ValueError("face_flags must combine only FLAG_LIT (1) and FLAG_TWO_SIDED (2)")
+
+    textured = nt > 0 and face_textures.max() >= 0
+    if textured:
+        if atlas is None or texture_rects is None or uvs is None:
+            raise ValueError("face_textures: textured faces need uvs, atlas and texture_rects")
+        if face_textures.min() < -1:
+            raise ValueError("face_textures must be -1 (flat colour) or a texture index")
+    if atlas is None:
+        atlas = np.zeros((1, 1, 3), np.uint8)
+    elif not (isinstance(atlas, np.ndarray) and atlas.dtype == np.uint8 and atlas.ndim == 3
+              and atlas.shape[2] == 3 and atlas.flags.c_contiguous):
+        raise ValueError("atlas must be a C-contiguous uint8 array of shape (AH, AW, 3)")
+    if texture_rects is None:
+        texture_rects = np.zeros((0, 4), np.int32)
+    else:
+        rects = np.asarray(texture_rects)
+        if rects.dtype.kind not in "iu" or rects.ndim != 2 or rects.shape[1] != 4:
+            raise ValueError("texture_rects must be an integer array of shape (K, 4) "
+                             "(x, y, width, height)")
+        if rects.size and ((rects[:, 2] <= 0).any() or (rects[:, 3] <= 0).any()
+                           or (rects[:, :2] < 0).any()
+                           or (rects[:, 0] + rects[:, 2] > atlas.shape[1]).any()
+                           or (rects[:, 1] + rects[:, 3] > atlas.shape[0]).any()):
+            raise ValueError(f"texture_rects must be non-empty rectangles inside the "
+                             f"{atlas.shape[1]}x{atlas.shape[0]} atlas")
+        texture_rects = np.ascontiguousarray(rects, dtype=np.int32)
+    if textured and face_textures.max() >= texture_rects.shape[0]:
+        raise ValueError(f"face_textures must be < {texture_rects.shape[0]} (the number of "
+                         f"texture_rects), got {face_textures.max()}")
+    if uvs is None:
+        uvs = np.zeros((0, 2), np.float32)
+    else:
+        uvs = _table(uvs, "uvs", np.float32, 2)
+        if uvs.shape[0] != nv:
+            raise ValueError(f"uvs must have one row per vertex ({nv}), got {uvs.shape[0]}")
+        if not np.isfinite(uvs).all():
+            raise ValueError("uvs must be finite")
+    has_normals = normals is not None
+    if has_normals:
+        normals = _table(normals, "normals", np.float32, 3)
+        if normals.shape[0] != nv:
+            raise ValueError(f"normals must have one row per vertex ({nv}), got {normals.shape[0]}")
+        if not np.isfinite(normals).all():
+            raise ValueError("normals must be finite")
+    else:
+        normals = np.zeros((0, 3), np.float32)
+
+    light = np.asarray(light_dir)
+    if light.dtype.kind not in "iuf":
+        raise ValueError(f"light_dir must be real, got dtype {light.dtype}")
+    if light.shape == (3,):
+        light = np.broadcast_to(light, (n, 3))
+    elif light.shape != (n, 3):
+        raise ValueError(f"light_dir must have shape (3,) or ({n}, 3), got {light.shape}")
+    light = np.ascontiguousarray(light, dtype=np.float64)
+    if not np.isfinite(light).all():
+        raise ValueError("light_dir must be finite")
+    ambient = _per_item(ambient, "ambient", n, "float")
+    diffuse = _per_item(diffuse, "diffuse", n, "float")
+    if not (np.isfinite(ambient).all() and np.isfinite(diffuse).all()):
+        raise ValueError("ambient and diffuse must be finite")
+
+    height, width = frames.shape[1:3]
+    if viewport is None:
+        viewport = np.broadcast_to(np.array([0, 0, width, height], np.int64), (n, 4))
+    vp = np.asarray(viewport)
+    if vp.dtype.kind not in "iu":
+        raise ValueError(f"viewport must be integers (x, y, width, height), got dtype {vp.dtype}")
+    if vp.shape == (4,):
+        vp = np.broadcast_to(vp, (n, 4))
+    elif vp.shape != (n, 4):
+        raise ValueError(f"viewport must have shape (4,) or ({n}, 4), got {vp.shape}")
+    if n and ((vp[:, 2] <= 0).any() or (vp[:, 3] <= 0).any()
+              or np.abs(vp).max() > (1 << 24)):
+        raise ValueError("viewport width and height must be > 0 and every value within 2**24")
+    vp = np.ascontiguousarray(vp, dtype=np.int64)
+    if sampling not in SAMPLING:
+        raise ValueError(f"sampling must be one of {SAMPLING}, got {sampling!r}")
+
+    pending = np.zeros(frames.shape[0], np.uint8)
+    if clear is not None:
+        clear_rgb = _colors(clear, 1, "clear")[0]
+        pending[idx] = 1
+    else:
+        clear_rgb = np.zeros(3, np.uint8)
+    _raster3d.draw(frames, depth, idx, vertices, triangles, tri_start, tri_stop, view_proj,
+                   model, has_model, face_colors, face_textures, face_flags, uvs, normals,
+                   has_normals, atlas, texture_rects, light, ambient, diffuse, vp,
+                   sampling == "bilinear", pending, clear_rgb)
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers for building scenes
+
+def pack_textures(textures) -> tuple[np.ndarray, np.ndarray]:
+    """Stack RGB textures (uint8[h, w, 3] each) into one atlas, top to bottom. Returns
+    (atlas uint8[sum h, max w, 3], rects int32[K, 4] of (x, y, width, height))."""
+    textures = list(textures)
+    if not textures:
+        raise ValueError("textures: need at least one texture")
+    for k, tex in enumerate(textures):
+        if not (isinstance(tex, np.ndarray) and tex.dtype == np.uint8 and tex.ndim == 3
+                and tex.shape[2] == 3 and tex.shape[0] > 0 and tex.shape[1] > 0):
+            raise ValueError(f"textures[{k}]: expected a non-empty uint8 array (h, w, 3)")
+    width = max(t.shape[1] for t in textures)
+    height = sum(t.shape[0] for t in textures)
+    atlas = np.zeros((height, width, 3), np.uint8)
+    rects = np.zeros((len(textures), 4), np.int32)
+    y = 0
+    for k, tex in enumerate(textures):
+        h, w = tex.shape[:2]
+        atlas[y:y + h, :w] = tex
+        rects[k] = (0, y, w, h)
+        y += h
+    return atlas, rects
+
+
+def uv_sphere(radius: float = 1.0, n_lat: int = 12, n_lon: int = 24):
+    """A closed sphere centred at the origin: (vertices float32[V, 3], triangles int32[T, 3]
+    counter-clockwise seen from outside, normals float32[V, 3]) with n_lat bands between the
+    poles and n_lon segments around the y axis."""
+    if not (isinstance(n_lat, (int, np.integer)) and n_lat >= 2):
+        raise ValueError(f"n_lat: expected an integer >= 2, got {n_lat!r}")
+    if not (isinstance(n_lon, (int, np.integer)) and n_lon >= 3):
+        raise ValueError(f"n_lon: expected an integer >= 3, got {n_lon!r}")
+    if not (np.isfinite(radius) and radius > 0):
+        raise ValueError(f"radius: expected a positive number, got {radius!r}")
+    theta = np.linspace(0.0, np.pi, n_lat + 1)[1:-1]          # polar angle of the inner rings
+    phi = np.linspace(0.0, 2 * np.pi, n_lon, endpoint=False)
+    ring = np.stack([np.sin(theta)[:, None] * np.cos(phi)[None, :],
+                     np.repeat(np.cos(theta)[:, None], n_lon, axis=1),
+                     -np.sin(theta)[:, None] * np.sin(phi)[None, :]], axis=-1).reshape(-1, 3)
+    normals = np.concatenate([[[0.0, 1.0, 0.0]], ring, [[0.0, -1.0, 0.0]]])
+    top, bottom = 0, normals.shape[0] - 1
+    tris = []
+    for j in range(n_lon):
+        j2 = (j + 1) % n_lon
+        tris.append((top, 1 + j, 1 + j2))
+        for i in range(n_lat - 2):
+            a, b = 1 + i * n_lon + j, 1 + i * n_lon + j2
+            c, d = a + n_lon, b + n_lon
+            tris.append((a, c, d))
+            tris.append((a, d, b))
+        last = 1 + (n_lat - 2) * n_lon
+        tris.append((bottom, last + j2, last + j))
+    vertices = (normals * radius).astype(np.float32)
+    return vertices, np.asarray(tris, np.int32), normals.astype(np.float32)
+
+
+def raycast_grid(frames: np.ndarray, depth: np.ndarray, idx, grids: np.ndarray, grid_ids, eye,
+                 forward, projection, *, origin=(0.0, 0.0), cell: float = 1.0,
+                 height: float = 1.0, atlas: np.ndarray, texture_rects, textures=(0, 1, 2),
+                 background=(0, 0, 0)) -> None:
+    """Fast path for scenes made only of full-height boxes on a grid, seen level (no pitch or
+    roll), as a Wolfenstein-style ray caster: the picture and depth buffer equal what
+    ``draw_meshes`` produces for the same boxes (walls with u across each face from the
+    viewer's left and v from top to bottom; floor and ceiling textured once per cell with u
+    along x and v along z), up to rounding at texel and edge boundaries, at a fraction of the
+    cost. Objects drawn afterwards with ``draw_meshes`` depth-test against it.
+
+    Item n renders grid ``grids[grid_ids[n]]`` (uint8[G, R, C], nonzero = box) into frame
+    ``idx[n]``: box (r, c) spans x in origin[0] + cell * [c, c+1], z in origin[1] + cell *
+    [r, r+1] and y in [0, height]. eye (3,) or (N, 3): camera position; the cell it stands in
+    counts as open (a camera inside a box sees out of it, as back-face culling shows it in a
+    rasterizer), and floor and ceiling are drawn under and over it. forward (2,) or (N, 2):
+    horizontal viewing direction (x, z);
+    projection (4, 4) or (N, 4, 4): a symmetric perspective (``camera.perspective``) whose
+    fields of view and depth mapping are used. textures: (wall, floor, ceiling) indices into
+    texture_rects. Every pixel of the frame is written: pixels whose ray meets nothing get
+    ``background`` and depth +inf (no separate ``clear`` is needed).
+    """
+    frames = _frames(frames)
+    depth = _depth(depth, frames)
+    idx = _idx(idx, frames.shape[0])
+    n = idx.shape[0]
+    if not (isinstance(grids, np.ndarray) and grids.dtype == np.uint8 and grids.ndim == 3
+            and grids.flags.c_contiguous):
+        raise ValueError("grids must be a C-contiguous uint8 array of shape (G, rows, cols)")
+    grid_ids = _per_item(grid_ids, "grid_ids", n, "int")
+    if n and (grid_ids.min() < 0 or grid_ids.max() >= grids.shape[0]):
+        raise ValueError(f"grid_ids must lie in [0, {grids.shape[0]})")
+    eye_arr = np.asarray(eye)
+    if eye_arr.dtype.kind not in "iuf" or eye_arr.shape not in ((3,), (n, 3)):
+        raise ValueError(f"eye must be real with shape (3,) or ({n}, 3), got {eye_arr.shape}")
+    eye_arr = np.ascontiguousarray(np.broadcast_to(eye_arr, (n, 3)), dtype=np.float64)
+    fwd = np.asarray(forward)
+    if fwd.dtype.kind not in "iuf" or fwd.shape not in ((2,), (n, 2)):
+        raise ValueError(f"forward must be real with shape (2,) or ({n}, 2), got {fwd.shape}")
+    fwd = np.broadcast_to(fwd, (n, 2)).astype(np.float64)
+    norm = np.linalg.norm(fwd, axis=1, keepdims=True)
+    if n and not (norm > 0).all():
+        raise ValueError("forward must be non-zero horizontal directions")
+    fwd = np.ascontiguousarray(fwd / np.where(norm > 0, norm, 1.0))
+    proj = _matrices(projection, "projection", n)
+    zero = np.ones((4, 4), bool)
+    zero[[0, 1, 2, 2, 3], [0, 1, 2, 3, 2]] = False
+    if n and ((proj[:, 0, 0] <= 0).any() or (proj[:, 1, 1] <= 0).any()
+              or (np.abs(proj[:, 3, 2] + 1) > 1e-12).any() or (proj[:, zero] != 0).any()):
+        raise ValueError("projection must be a symmetric perspective (camera.perspective)")
+    if not (np.isfinite(eye_arr).all() and np.isfinite([cell, height, *origin]).all()
+            and cell > 0 and height > 0):
+        raise ValueError("eye, origin must be finite and cell, height positive")
+    if not (isinstance(atlas, np.ndarray) and atlas.dtype == np.uint8 and atlas.ndim == 3
+            and atlas.shape[2] == 3 and atlas.flags.c_contiguous):
+        raise ValueError("atlas must be a C-contiguous uint8 array of shape (AH, AW, 3)")
+    rects = np.ascontiguousarray(texture_rects, dtype=np.int32)
+    if rects.ndim != 2 or rects.shape[1] != 4 or (rects[:, 2:] <= 0).any() or (
+            rects[:, :2] < 0).any() or (rects[:, 0] + rects[:, 2] > atlas.shape[1]).any() or (
+            rects[:, 1] + rects[:, 3] > atlas.shape[0]).any():
+        raise ValueError("texture_rects must be (K, 4) rectangles inside the atlas")
+    if len(textures) != 3 or not all(isinstance(t, (int, np.integer)) and 0 <= t < len(rects)
+                                     for t in textures):
+        raise ValueError(f"textures must be three indices (wall, floor, ceiling) in [0, {len(rects)})")
+    background = _colors(background, 1, "background")[0]
+    _raster3d.raycast_grid(frames, depth, idx, grids, grid_ids, eye_arr, fwd, proj,
+                           float(origin[0]), float(origin[1]), float(cell), float(height),
+                           atlas, rects, int(textures[0]), int(textures[1]), int(textures[2]),
+                           background)
