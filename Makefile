@@ -22,7 +22,7 @@ install: $(STAMP)
 # and both splits; results (episodes.jsonl, summary.md/csv, success.png, GIFs) in results/demo.
 demo: $(STAMP)
 	rm -rf results/demo
-	$(PY) -m visgym.bridges.cli eval --split all --out results/demo
+	$(PY) -m visgym.bridges.cli eval --split all --episodes 10 --out results/demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q
