@@ -53,7 +53,6 @@ until killed (SIGTERM/SIGINT end it cleanly).
 from __future__ import annotations
 
 import argparse
-import ast
 import base64
 import binascii
 import io
@@ -72,6 +71,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from PIL import Image
 
+from visgym.core.literal import parse_literal
+
 DATA_URL_PREFIX = "data:image/jpeg;base64,"
 FAULT_KINDS = ("429", "500", "503", "hang", "drop", "malformed", "null", "empty", "length",
                "context")
@@ -85,9 +86,8 @@ _STEP_RE = re.compile(r"This is step (\d+)\.")
 # ------------------------------------------------------------------------------ reply styles
 def _bare(action: str) -> str:
     """``('move', 0)`` -> ``(move, 0)``; only the head loses its quotes (the parser's fix)."""
-    try:
-        value = ast.literal_eval(action)
-    except (ValueError, SyntaxError):
+    ok, value = parse_literal(action)
+    if not ok:
         return action
     if not isinstance(value, tuple) or not value or not isinstance(value[0], str):
         return action
