@@ -116,6 +116,42 @@ def _dirty_cells(walls, agent, prev_agent, target, ids, xs, ys):
             ys[n] = r * CELL_PX
 
 
+def check_maze_init(init, where: str, height: int, width: int, extra_keys=()):
+    """Validate the maze fields of a reference init-state dict (maze_map, agent_location,
+    target_location, plus ``extra_keys`` that must be present); return (walls, agent, target).
+    ValueError names the field and the problem."""
+    if not isinstance(init, dict):
+        raise ValueError(f"{where}: expected a dict, got {type(init).__name__}")
+    for key in ("maze_map", "agent_location", "target_location", *extra_keys):
+        if key not in init:
+            raise ValueError(f"{where}.{key}: missing")
+    try:
+        walls = np.asarray(init["maze_map"], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{where}.maze_map: expected a {height}x{width} grid of 0/1") from None
+    if walls.shape != (height, width):
+        raise ValueError(f"{where}.maze_map: shape {walls.shape} does not match the maze "
+                         f"size ({height}, {width}) of these params")
+    if not np.isin(walls, (0, 1)).all():
+        raise ValueError(f"{where}.maze_map: values must be 0 (floor) or 1 (wall)")
+    if not (walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()):
+        raise ValueError(f"{where}.maze_map: the outer ring must be wall")
+    cells = []
+    for key in ("agent_location", "target_location"):
+        cell = init[key]
+        if (not isinstance(cell, (list, tuple)) or len(cell) != 2
+                or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                           for v in cell)):
+            raise ValueError(f"{where}.{key}: expected [row, col], got {cell!r}")
+        r, c = int(cell[0]), int(cell[1])
+        if not (0 <= r < height and 0 <= c < width):
+            raise ValueError(f"{where}.{key}: {[r, c]} is outside the {height}x{width} maze")
+        if walls[r, c]:
+            raise ValueError(f"{where}.{key}: {[r, c]} is a wall cell")
+        cells.append((r, c))
+    return walls, cells[0], cells[1]
+
+
 _IMAGE_LEGEND = (
     "The maze consists of walls (gray) and paths (white). You are represented by a blue "
     "circle, and your goal is to reach the red target square."
@@ -194,40 +230,11 @@ class Maze2D(Family):
     def load_rows(self, state, rows, init_states) -> None:
         height, width = self.shape
         for k, (b, init) in enumerate(zip(rows, init_states)):
-            where = f"init_states[{k}]"
-            if not isinstance(init, dict):
-                raise ValueError(f"{where}: expected a dict, got {type(init).__name__}")
-            for key in ("maze_map", "agent_location", "target_location"):
-                if key not in init:
-                    raise ValueError(f"{where}.{key}: missing")
-            try:
-                walls = np.asarray(init["maze_map"], dtype=np.int64)
-            except (TypeError, ValueError):
-                raise ValueError(f"{where}.maze_map: expected a {height}x{width} grid of 0/1") from None
-            if walls.shape != (height, width):
-                raise ValueError(f"{where}.maze_map: shape {walls.shape} does not match the maze "
-                                 f"size ({height}, {width}) of these params")
-            if not np.isin(walls, (0, 1)).all():
-                raise ValueError(f"{where}.maze_map: values must be 0 (floor) or 1 (wall)")
-            cells = {}
-            for key in ("agent_location", "target_location"):
-                cell = init[key]
-                if (not isinstance(cell, (list, tuple)) or len(cell) != 2
-                        or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                                   for v in cell)):
-                    raise ValueError(f"{where}.{key}: expected [row, col], got {cell!r}")
-                r, c = int(cell[0]), int(cell[1])
-                if not (0 <= r < height and 0 <= c < width):
-                    raise ValueError(f"{where}.{key}: {[r, c]} is outside the {height}x{width} maze")
-                if walls[r, c]:
-                    raise ValueError(f"{where}.{key}: {[r, c]} is a wall cell")
-                cells[key] = (r, c)
-            if not (walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()):
-                raise ValueError(f"{where}.maze_map: the outer ring must be wall")
+            walls, agent, target = check_maze_init(init, f"init_states[{k}]", height, width)
             state.walls[b] = walls
-            state.agent[b] = cells["agent_location"]
-            state.target[b] = cells["target_location"]
-            state.prev_agent[b] = cells["agent_location"]
+            state.agent[b] = agent
+            state.target[b] = target
+            state.prev_agent[b] = agent
 
     def to_init_state(self, state, i: int) -> dict:
         return {

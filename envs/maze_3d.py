@@ -61,6 +61,7 @@ from ..kernels.grid import generate_mazes
 from ..kernels.grid_heading import (FWD_DCOL, FWD_DROW, initial_headings, plan_batch,
                                     step_heading)
 from ..render import camera, raster3d
+from .maze_2d import check_maze_init
 
 CELL = 10.0            # world units per maze cell (and wall height)
 EYE_Y = 5.0            # camera height: half the wall height
@@ -473,42 +474,14 @@ class Maze3D(Family):
         height, width = self.shape
         for k, (b, init) in enumerate(zip(rows, init_states)):
             where = f"init_states[{k}]"
-            if not isinstance(init, dict):
-                raise ValueError(f"{where}: expected a dict, got {type(init).__name__}")
-            for key in ("maze_map", "agent_location", "target_location", "cam_dir"):
-                if key not in init:
-                    raise ValueError(f"{where}.{key}: missing")
-            try:
-                walls = np.asarray(init["maze_map"], dtype=np.int64)
-            except (TypeError, ValueError, OverflowError):
-                raise ValueError(f"{where}.maze_map: expected a {height}x{width} grid of 0/1") from None
-            if walls.shape != (height, width):
-                raise ValueError(f"{where}.maze_map: shape {walls.shape} does not match the maze "
-                                 f"size ({height}, {width}) of these params")
-            if not np.isin(walls, (0, 1)).all():
-                raise ValueError(f"{where}.maze_map: values must be 0 (floor) or 1 (wall)")
-            if not (walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()):
-                raise ValueError(f"{where}.maze_map: the outer ring must be wall")
-            cells = {}
-            for key in ("agent_location", "target_location"):
-                cell = init[key]
-                if (not isinstance(cell, (list, tuple)) or len(cell) != 2
-                        or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                                   for v in cell)):
-                    raise ValueError(f"{where}.{key}: expected [row, col], got {cell!r}")
-                r, c = int(cell[0]), int(cell[1])
-                if not (0 <= r < height and 0 <= c < width):
-                    raise ValueError(f"{where}.{key}: {[r, c]} is outside the {height}x{width} maze")
-                if walls[r, c]:
-                    raise ValueError(f"{where}.{key}: {[r, c]} is a wall cell")
-                cells[key] = (r, c)
+            walls, agent, target = check_maze_init(init, where, height, width, ("cam_dir",))
             cam_dir = init["cam_dir"]
             if (isinstance(cam_dir, bool) or not isinstance(cam_dir, (int, np.integer))
                     or not 0 <= cam_dir <= 3):
                 raise ValueError(f"{where}.cam_dir: expected an integer heading 0..3, got {cam_dir!r}")
             state.walls[b] = walls
-            state.agent[b] = cells["agent_location"]
-            state.target[b] = cells["target_location"]
+            state.agent[b] = agent
+            state.target[b] = target
             state.heading[b] = int(cam_dir)
             state.changed[b] = False
 
