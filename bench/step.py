@@ -45,11 +45,12 @@ def _action_pool(env, rng, size=4096):
     return pool
 
 
-def bench_batch(env_id: str, batch: int, seconds: float, seed: int = 0) -> dict:
+def bench_batch(env_id: str, batch: int, seconds: float, seed: int = 0,
+                make_kwargs: dict | None = None) -> dict:
     from .. import make
 
     rng = np.random.default_rng(seed)
-    env = make(env_id, num_envs=batch)
+    env = make(env_id, num_envs=batch, **(make_kwargs or {}))
     pool = _action_pool(env, rng)
     t0 = time.perf_counter()
     env.reset(seeds=range(batch))
@@ -72,12 +73,12 @@ def bench_batch(env_id: str, batch: int, seconds: float, seed: int = 0) -> dict:
             "frame_shape": list(env.frame_shape)}
 
 
-def bench_single_gym(env_id: str, seconds: float) -> dict:
+def bench_single_gym(env_id: str, seconds: float, make_kwargs: dict | None = None) -> dict:
     import gymnasium
 
     import visgym  # noqa: F401  (registers the ids)
 
-    env = gymnasium.make(env_id).unwrapped
+    env = gymnasium.make(env_id, **(make_kwargs or {})).unwrapped
     env.reset(seed=0)
     rng = np.random.default_rng(1)
     pool = _action_pool(env.batch, rng)
@@ -114,15 +115,18 @@ def bench_copy_ceiling(frame_shape, seconds: float) -> dict:
 
 def run(args) -> int:
     batches = [int(b) for b in args.batch.split(",")]
-    report = {"machine": _machine(), "env": args.env, "results": []}
+    make_kwargs = json.loads(args.make_kwargs) if args.make_kwargs else {}
+    if not isinstance(make_kwargs, dict):
+        raise SystemExit("--make-kwargs: expected a JSON object, e.g. '{\"backend\": \"mjx\"}'")
+    report = {"machine": _machine(), "env": args.env, "make_kwargs": make_kwargs, "results": []}
     m = report["machine"]
     print(f"machine: {m['cpu']}, {m['cores']} cores, python {m['python']}, numpy {m['numpy']}, "
           f"numba {m['numba']}")
     print(f"env: {args.env}, {args.seconds:.1f} s per measurement, random valid actions, "
-          f"next-step autoreset")
-    rows = [bench_batch(args.env, b, args.seconds) for b in batches]
+          f"next-step autoreset" + (f", make kwargs {make_kwargs}" if make_kwargs else ""))
+    rows = [bench_batch(args.env, b, args.seconds, make_kwargs=make_kwargs) for b in batches]
     ceiling = bench_copy_ceiling(tuple(rows[0]["frame_shape"]), args.seconds)
-    single = bench_single_gym(args.env, args.seconds)
+    single = bench_single_gym(args.env, args.seconds, make_kwargs)
     print(f"frame {rows[0]['frame_shape']}; copy ceiling: {ceiling['frames_per_s']:,.0f} "
           f"frames/s ({ceiling['gb_per_s']:.1f} GB/s)")
     print(f"{'batch':>7} {'env-steps/s':>14} {'us/step call':>13} {'vs copy':>8} {'compile s':>10}")
@@ -147,4 +151,7 @@ def add_parser(sub) -> None:
     p.add_argument("--batch", default="1,16,256,1024")
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--json", default=None)
+    p.add_argument("--make-kwargs", default=None, metavar="JSON",
+                   help="keyword arguments for make() as a JSON object, e.g. "
+                        "'{\"backend\": \"mjx\"}'")
     p.set_defaults(run=run)

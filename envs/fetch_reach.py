@@ -5,12 +5,15 @@ spec/envs/fetch_pick_and_place.md): the gymnasium-robotics Fetch MJCF read from 
 package, the construction-time settling, mocap re-anchoring with 0.05 m per unit payload and 20
 substeps, the blocked gripper, goal sampling around the settled grip position, per-episode camera
 jitter, success within 0.1 m judged on stop, the reference's prompt, and the greedy-axis oracle.
-Physics runs on MuJoCo C (kernels/fetch_sim.CpuStepper: MjData per worker thread, GIL released);
-the MJX backend (``backend="mjx"``) is not implemented yet. Frames are the
+Physics runs on MuJoCo C (kernels/fetch_sim.CpuStepper: MjData per worker thread, GIL released)
+or, with ``backend="mjx"``, on MJX (kernels/fetch_mjx.MjxStepper: the MJX variant of the same
+MJCF, robot meshes out of collision, the whole batch advanced by one jitted function; ``impl``
+"jax" or "warp"; meant for accelerators); both share sampling, action mapping, success, feedback
+and the closed-loop oracle, which runs through the env's own stepper. Frames are the
 two 480x480 free-camera views of the reference side by side (jittered front view | view following
 the grip point), drawn by the shared z-buffered rasterizer from the model's geom poses and meshes
 with Lambert light (robot meshes simplified by 4 mm vertex clustering); MuJoCo's OpenGL renderer
-(``renderer="mujoco"``) is not implemented yet.
+(``renderer="mujoco"``, envs/fetch_gl.py) draws the same views where an OpenGL context exists.
 
 Deviations from the reference, on purpose:
 - Goals and cameras come from our own per-episode random stream (seed k does not give the
@@ -33,6 +36,7 @@ Deviations from the reference, on purpose:
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -76,7 +80,8 @@ def _check_vec3(name, value):
 @dataclass(frozen=True)
 class FetchParams:
     """The reference's constructor keywords (defaults: the evaluation harness's camera values)
-    plus ``backend`` ("cpu": MuJoCo C, "mjx": MJX/JAX) and ``renderer`` ("raster", "mujoco")."""
+    plus ``backend`` ("cpu": MuJoCo C, "mjx": MJX), ``impl`` (the MJX implementation: "jax" or
+    "warp"; used with backend "mjx" only) and ``renderer`` ("raster", "mujoco")."""
 
     reward_type: str = "sparse"
     distance_threshold: float = 0.1
@@ -99,6 +104,7 @@ class FetchParams:
     primary_camera_name: str = "external_camera_0"
     secondary_camera_name: str = "gripper_camera_rgb"
     backend: str = "cpu"
+    impl: str = "jax"
     renderer: str = "raster"
 
     def __post_init__(self):
@@ -128,14 +134,19 @@ class FetchParams:
         for name in ("primary_camera_name", "secondary_camera_name"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name}: expected a str")
-        # Not implemented yet: the MJX stepper (backend="mjx") and MuJoCo's OpenGL renderer
-        # (renderer="mujoco"); the names are reserved so that asking for them fails clearly.
-        if self.backend != "cpu":
-            raise ValueError(f"backend: only 'cpu' (MuJoCo C) is implemented; 'mjx' is planned, "
+        if self.backend not in ("cpu", "mjx"):
+            raise ValueError(f"backend: expected 'cpu' (MuJoCo C) or 'mjx' (MJX), "
                              f"got {self.backend!r}")
-        if self.renderer != "raster":
-            raise ValueError(f"renderer: only 'raster' is implemented; 'mujoco' (OpenGL) is "
-                             f"planned, got {self.renderer!r}")
+        if self.backend == "mjx":
+            from ..kernels.fetch_mjx import check_impl
+
+            check_impl(self.impl)
+        elif self.impl != "jax":
+            raise ValueError(f"impl: only used with backend='mjx'; expected 'jax' with backend "
+                             f"{self.backend!r}, got {self.impl!r}")
+        if self.renderer not in ("raster", "mujoco"):
+            raise ValueError(f"renderer: expected 'raster' (the Cython rasterizer, default) or "
+                             f"'mujoco' (MuJoCo's OpenGL renderer), got {self.renderer!r}")
         # Lists from JSON kwargs become tuples so the params stay hashable.
         for name in ("follow_cam_lookat_offset", "camera_base_lookat"):
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
@@ -302,13 +313,18 @@ class FetchBase(Family):
 
     def __init__(self, params):
         super().__init__(params)
-        self.scene = sim.load_scene(self.xml_name, self.base_x, self.has_object)
+        mjx = params.backend == "mjx"
+        # The MJX backend runs the MJX variant of the model (fetch_mjx.derive_model), settled
+        # with MuJoCo C once; the CPU stepper on that same model does the kinematics-only
+        # refreshes (resets, loaded states).
+        self.scene = sim.load_scene(self.xml_name, self.base_x, self.has_object,
+                                    "mjx" if mjx else "cpu")
         self.stepper = sim.CpuStepper(self.scene)
         self._mjx = None
-        if params.backend == "mjx":
+        if mjx:
             from ..kernels.fetch_mjx import MjxStepper
 
-            self._mjx = MjxStepper(self.scene)
+            self._mjx = MjxStepper(self.scene, impl=params.impl)
         self.meshes = _Meshes(self.scene)
         self._kind = {name: self.grammar.index(name) if name in self.grammar.names else -1
                       for name in ("move", "gripper", "stop")}
@@ -505,8 +521,10 @@ class FetchBase(Family):
         return out
 
     # -- solver -------------------------------------------------------------------------
+    @abstractmethod
     def _oracle_codes(self, state, oracle, active, codes, t):
-        raise NotImplementedError
+        """Write into ``codes`` (index into ACTION_STRINGS) the oracle's next action for the
+        ``active`` rows of ``state`` at plan step ``t``."""
 
     def _new_oracle(self, batch):
         return None
@@ -576,20 +594,22 @@ class FetchBase(Family):
         return state
 
     # -- pixels -------------------------------------------------------------------------
-    def _views(self, state, rows):
-        """Per row and view: (eye, forward) of the free cameras."""
+    def _cameras(self, state, rows):
+        """Per view: (azimuth, elevation, distance, lookat) arrays over ``rows`` of the free
+        cameras (the jittered front view, then the gripper-follow view)."""
         p = self.params
         c = state.camera[rows]
-        eye0, fwd0 = free_camera(c[:, 0], c[:, 1], c[:, 2], c[:, 3:6])
-        views = [(eye0, fwd0)]
+        cameras = [(c[:, 0], c[:, 1], c[:, 2], c[:, 3:6])]
         if p.use_follow_camera:
             n = len(rows)
             look = state.grip[rows] + np.array(p.follow_cam_lookat_offset)
-            eye1, fwd1 = free_camera(np.full(n, p.follow_cam_azimuth),
-                                     np.full(n, p.follow_cam_elevation),
-                                     np.full(n, p.follow_cam_distance), look)
-            views.append((eye1, fwd1))
-        return views
+            cameras.append((np.full(n, p.follow_cam_azimuth), np.full(n, p.follow_cam_elevation),
+                            np.full(n, p.follow_cam_distance), look))
+        return cameras
+
+    def _views(self, state, rows):
+        """Per row and view: (eye, forward) of the free cameras."""
+        return [free_camera(*camera) for camera in self._cameras(state, rows)]
 
     def render_rows(self, state, frames, rows):
         rows = np.ascontiguousarray(rows, np.int64)
@@ -681,14 +701,22 @@ class FetchBase(Family):
             ambient=0.3, diffuse=np.concatenate(draws_diffuse),
             viewport=np.concatenate(draws_vp).astype(np.int64), clear=BACKGROUND_RGB)
 
-    def _render_gl(self, state, frames, rows):
-        from ..kernels.fetch_gl import GlRenderer
+    def gl_renderer(self):
+        """The OpenGL renderer (created on first use; RuntimeError without an OpenGL context)."""
+        from .fetch_gl import GlRenderer
 
         if self._gl is None:
             self._gl = GlRenderer(self.scene, self.params.width, self.params.height)
+        return self._gl
+
+    def gl_cameras(self, state, b: int) -> list:
+        return [tuple(np.asarray(x)[0] for x in camera)
+                for camera in self._cameras(state, np.array([b]))]
+
+    def _render_gl(self, state, frames, rows):
+        gl = self.gl_renderer()
         for b in rows.tolist():
-            views = self._views(state, np.array([b]))
-            self._gl.render(state.phys[b], state.goal[b], views, frames[b])
+            gl.render(state.phys[b], state.goal[b], self.gl_cameras(state, b), frames[b])
 
     # -- prompt -------------------------------------------------------------------------
     def prompt(self, state, i, text_mode=False):

@@ -3,7 +3,8 @@ fetch_pick_and_place.md, sections 3, 4, 6, 11 and 13): model loading from the in
 gymnasium-robotics assets, construction-time settling, the batched CPU stepper (MuJoCo C, one
 MjData per worker thread, the GIL released around every C call), episode sampling, the discrete
 action mapping, success tests, and the closed-loop oracles.
-An MJX (JAX) stepper for accelerators is not written yet.
+The MJX (JAX) variant of the model and its stepper live in kernels/fetch_mjx.py; ``load_scene(...,
+variant="mjx")`` compiles that variant and settles it here with MuJoCo C.
 
 The episode's physics lives in one float64 vector per episode (MuJoCo's mjSTATE_INTEGRATION:
 time, qpos, qvel, warm start, controls, mocap pose, ...), so a batch is one array that can be
@@ -27,6 +28,12 @@ import numpy as np
 from numba import njit
 
 from .rng import seed_state, uniform01
+
+# MuJoCo picks its OpenGL backend once, when it is first imported. Without a display its default
+# (GLFW) cannot make a context and aborts the process when asked to; EGL renders headless. Only
+# the optional renderer="mujoco" path uses OpenGL, and a missing EGL library only disables it.
+if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
+    os.environ["MUJOCO_GL"] = "egl"
 
 # ---------------------------------------------------------------------------------------------
 # model
@@ -52,7 +59,7 @@ def asset_dir() -> str:
 class Scene:
     """One compiled Fetch scene plus the constants of its settled start state."""
 
-    def __init__(self, xml_name: str, base_x: float, has_object: bool):
+    def __init__(self, xml_name: str, base_x: float, has_object: bool, variant: str = "cpu"):
         import mujoco
 
         global STATE_SPEC
@@ -60,6 +67,13 @@ class Scene:
         self.mujoco = mujoco
         self.xml_path = os.path.join(asset_dir(), xml_name)
         model = mujoco.MjModel.from_xml_path(self.xml_path)
+        if variant == "mjx":
+            from .fetch_mjx import derive_model
+
+            model = derive_model(model)
+        elif variant != "cpu":
+            raise ValueError(f"variant: expected 'cpu' or 'mjx', got {variant!r}")
+        self.variant = variant
         self.model = model
         self.has_object = has_object
         self.nstate = mujoco.mj_stateSize(model, STATE_SPEC)
@@ -128,8 +142,8 @@ class Scene:
 
 
 @lru_cache(maxsize=None)
-def load_scene(xml_name: str, base_x: float, has_object: bool) -> Scene:
-    return Scene(xml_name, base_x, has_object)
+def load_scene(xml_name: str, base_x: float, has_object: bool, variant: str = "cpu") -> Scene:
+    return Scene(xml_name, base_x, has_object, variant)
 
 
 # ---------------------------------------------------------------------------------------------
