@@ -65,8 +65,8 @@ def _episodes(task: str, split: str, n: int) -> list:
 
 
 def run(concurrency: int, latency_ms: float, episodes: int, task: str = "maze_2d",
-        split: str = "easy", out: str | None = None) -> dict:
-    from ..bridges.agents import OpenAIAgent
+        split: str = "easy", out: str | None = None, processes: int = 1) -> dict:
+    from ..bridges.agents import make_agent
     from ..bridges.evaluate import EvalConfig, run_eval
 
     with tempfile.TemporaryDirectory(prefix="visgym-bench-eval-") as folder:
@@ -74,10 +74,12 @@ def run(concurrency: int, latency_ms: float, episodes: int, task: str = "maze_2d
         try:
             specs = _episodes(task, split, episodes)
             out_dir = out or os.path.join(folder, "run")
-            agent = OpenAIAgent(model="fake", base_url=base_url,
-                                api_key_env="VISGYM_BENCH_UNUSED_KEY", timeout_s=60.0)
-            config = EvalConfig(out=out_dir, split=split, concurrency=concurrency, gifs=False,
-                                progress=False)
+            agent = make_agent("openai", model="fake", base_url=base_url,
+                               api_key_env="VISGYM_BENCH_UNUSED_KEY", timeout_s=60.0)
+            # --concurrency is the total in flight, shared by the processes.
+            config = EvalConfig(out=out_dir, split=split, gifs=False, progress=False,
+                                concurrency=max(1, concurrency // processes),
+                                processes=processes)
             start = time.perf_counter()
             run_eval(agent, config, specs, {"command": "python -m visgym.bench.eval"})
             wall = time.perf_counter() - start
@@ -119,15 +121,18 @@ def main(argv=None) -> int:
     parser.add_argument("--episodes", type=int, default=128)
     parser.add_argument("--task", default="maze_2d")
     parser.add_argument("--split", choices=["easy", "hard"], default="easy")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="runner processes sharing the concurrency")
     parser.add_argument("--out", default=None, help="keep the run directory here")
     parser.add_argument("--json", default=None, help="write the figures to this file")
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.episodes < 1 or args.latency_ms < 0:
         parser.error("--concurrency and --episodes must be >= 1, --latency-ms >= 0")
     result = run(args.concurrency, args.latency_ms, args.episodes, args.task, args.split,
-                 args.out)
+                 args.out, args.processes)
     print(f"eval loop: {result['task']}, {result['episodes']} episodes, concurrency "
-          f"{result['concurrency']}, server latency {result['latency_ms']:g} ms "
+          f"{result['concurrency']} in {args.processes} process(es), server latency "
+          f"{result['latency_ms']:g} ms "
           f"({result['machine']['cores']} cores)")
     print(f"  requests/s achieved   {result['requests_per_s']:10.1f}  ({result['requests']} requests)")
     print(f"  ideal (conc./latency) {result['ideal_requests_per_s']:10.1f}")

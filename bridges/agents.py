@@ -80,6 +80,7 @@ class Agent:
     """Base class; subclasses implement ``act``."""
 
     name = "agent"
+    spec = None   # (kind, options) for make_agent, set by make_agent
 
     async def act(self, turn: Turn) -> Reply:
         raise TypeError(f"{type(self).__name__} does not implement act()")
@@ -403,6 +404,13 @@ def _retry_after(error: BaseException) -> float | None:
 
 
 def make_agent(kind: str, **options) -> Agent:
+    agent = _build_agent(kind, options)
+    # What rebuilds this agent in another runner process (--processes).
+    agent.spec = (kind, dict(options))
+    return agent
+
+
+def _build_agent(kind: str, options: dict) -> Agent:
     if kind == "solver":
         return SolverAgent()
     if kind == "random":
@@ -416,5 +424,7 @@ def make_agent(kind: str, **options) -> Agent:
                            api_key_env=options.get("api_key_env") or "OPENAI_API_KEY",
                            settings=options.get("settings"),
                            timeout_s=options.get("timeout_s", 120.0),
-                           max_attempts=options.get("max_attempts", 6))
+                           max_attempts=options.get("max_attempts", 6),
+                           backoff_s=options.get("backoff_s", 1.0),
+                           max_backoff_s=options.get("max_backoff_s", 60.0))
     raise ValueError(f"--agent: expected one of openai, solver, random, replay; got {kind!r}")

@@ -137,7 +137,7 @@ def cmd_eval(args) -> int:
                         text_mode=args.text_mode, final_goal=args.final_goal,
                         include_feedback=not args.no_feedback,
                         elicit_verbalization=args.elicit_verbalization, gifs=not args.no_gifs,
-                        resume=args.resume, progress=not args.quiet)
+                        resume=args.resume, progress=not args.quiet, processes=args.processes)
     from .agents import redact_url
 
     # The command as typed, minus credentials: --base-url may carry user:password@.
@@ -235,7 +235,9 @@ def main(argv=None) -> int:
     ev.add_argument("--split", choices=["easy", "hard", "all"], default="easy")
     ev.add_argument("--tasks", default=None, help="comma-separated tasks (default: all)")
     ev.add_argument("--episodes", type=int, default=None, help="episodes per task (default: 70)")
-    ev.add_argument("--concurrency", type=int, default=8)
+    ev.add_argument("--concurrency", type=int, default=8, help="episodes in flight per process")
+    ev.add_argument("--processes", type=int, default=1,
+                    help="runner processes sharing the episodes (for many cores)")
     ev.add_argument("--max-steps", type=int, default=None, help="default: 20 easy, 30 hard")
     ev.add_argument("--history", type=int, default=-1, help="turns of history (-1: all)")
     ev.add_argument("--max-long-side", type=int, default=336, help="0: no resizing")

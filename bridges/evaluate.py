@@ -33,6 +33,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from dataclasses import replace as dataclass_replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -90,10 +91,13 @@ class EvalConfig:
     gifs: bool = True
     resume: bool = False
     progress: bool = True
+    processes: int = 1                    # runner processes sharing the episodes
 
     def validate(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"--concurrency: must be at least 1, got {self.concurrency}")
+        if self.processes < 1:
+            raise ValueError(f"--processes: must be at least 1, got {self.processes}")
         if self.history < -1:
             raise ValueError(f"--history: must be -1 (all), 0 or a positive count, got {self.history}")
         if self.max_steps is not None and self.max_steps < 1:
@@ -109,10 +113,20 @@ class EvalConfig:
 
 # ------------------------------------------------------------------------------ output files
 def _fsync_append(path: Path, line: str) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one record line durably. Several runner processes may share the file: the line
+    goes out in one locked O_APPEND write, so lines never interleave."""
+    import fcntl
+
+    data = line.encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _atomic_write_json(path: Path, data) -> None:
@@ -298,7 +312,7 @@ class Runner:
                 with open(run_path) as f:
                     old = json.load(f)
                 # What decides the results must match; concurrency and GIFs may change.
-                free = ("concurrency", "gifs")
+                free = ("concurrency", "gifs", "processes")
                 for key in ("agent", "model", "endpoint", "split", "settings", "tasks",
                             "generation", "dataset"):
                     if key == "settings":
@@ -532,11 +546,8 @@ class Runner:
         self._gif_jobs.append(self._gif_pool.submit(write))
 
     # -- the whole run ------------------------------------------------------------------
-    async def run(self) -> dict:
-        done = self._prepare_out()
-        todo = [e for e in self.episodes if e.key not in done]
-        self.progress = Progress(total=len(self.episodes), done=len(self.episodes) - len(todo),
-                                 enabled=self.config.progress)
+    async def _execute(self, todo: list) -> dict:
+        """Run ``todo`` (this process's share) to the end; return counters to merge."""
         self._gif_jobs = []
         by_task: dict[tuple, list] = {}
         for e in todo:
@@ -564,21 +575,104 @@ class Runner:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.progress.show(force=True)
             for job in self._gif_jobs:
                 with contextlib.suppress(Exception):
                     job.result()
             self._gif_pool.shutdown(wait=True)
             await self.agent.aclose()
+        return {"overhead_s": self.overhead_s, "steps": self.overhead_steps,
+                "step_calls": sum(s.calls for s in self._steppers.values()),
+                "requests": self.progress.requests, "errors": self.progress.errors}
+
+    async def run_share(self) -> dict:
+        """A child process's part of a multi-process run: no output set-up, no summaries."""
+        self.progress = Progress(total=len(self.episodes), enabled=False)
+        return await self._execute(self.episodes)
+
+    async def run(self) -> dict:
+        done = self._prepare_out()
+        todo = [e for e in self.episodes if e.key not in done]
+        self.progress = Progress(total=len(self.episodes), done=len(self.episodes) - len(todo),
+                                 enabled=self.config.progress)
+        processes = min(self.config.processes, max(1, len(todo)))
+        shares = [todo[k::processes] for k in range(processes)]
+        children, pool, watcher = [], None, None
+        if processes > 1:
+            spec = getattr(self.agent, "spec", None)
+            if spec is None:
+                raise ValueError("--processes: this agent cannot be rebuilt in another process "
+                                 "(use an agent made by make_agent, or --processes 1)")
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            pool = ProcessPoolExecutor(processes - 1, mp_context=multiprocessing.get_context(
+                "spawn"), initializer=_child_init)
+            child_config = dataclass_replace(self.config, processes=1, progress=False)
+            children = [asyncio.wrap_future(pool.submit(_run_share, spec, child_config, share,
+                                                        self.provenance))
+                        for share in shares[1:]]
+            watcher = asyncio.ensure_future(self._watch_records(len(self.episodes) - len(todo)))
+        totals = {"overhead_s": 0.0, "steps": 0, "step_calls": 0}
+        try:
+            results = [await self._execute(shares[0])]
+            results += await asyncio.gather(*children)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+            self.progress.show(force=True)
+        for r in results:
+            for k in totals:
+                totals[k] += r[k]
         self._info["finished"] = datetime.now(timezone.utc).isoformat()
         self._info["loop_overhead_ms_per_step"] = (
-            round(self.overhead_s / self.overhead_steps * 1e3, 3) if self.overhead_steps else None)
-        self._info["step_calls"] = sum(s.calls for s in self._steppers.values())
-        self._info["steps"] = self.overhead_steps
+            round(totals["overhead_s"] / totals["steps"] * 1e3, 3) if totals["steps"] else None)
+        self._info["step_calls"] = totals["step_calls"]
+        self._info["steps"] = totals["steps"]
+        self._info["processes"] = processes
         _atomic_write_json(self.out / "run.json", self._info)
         from .report import write_summary
 
         return write_summary(str(self.out))
+
+    async def _watch_records(self, already_done: int) -> None:
+        """With several processes, progress counts the records file every half second."""
+        offset, done, successes = 0, already_done, 0
+        while True:
+            await asyncio.sleep(0.5)
+            with contextlib.suppress(OSError):
+                with open(self.records_path, "rb") as f:
+                    f.seek(offset)
+                    chunk = f.read()
+                end = chunk.rfind(b"\n") + 1
+                for line in chunk[:end].splitlines():
+                    with contextlib.suppress(ValueError):
+                        done += 1
+                        successes += bool(json.loads(line).get("success"))
+                offset += end
+            self.progress.done = done
+            self.progress.successes = successes
+            self.progress.show()
+
+
+def _child_init() -> None:
+    """Runner children die with their parent (a kill -9 of the parent must not leave them
+    writing records that a resumed run would repeat)."""
+    import signal
+
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _run_share(spec, config: EvalConfig, episodes: list, provenance: dict) -> dict:
+    from .agents import make_agent
+
+    kind, options = spec
+    runner = Runner(make_agent(kind, **options), config, episodes, provenance)
+    return asyncio.run(runner.run_share())
 
 
 def _is_invalid_feedback(feedback: str) -> bool:

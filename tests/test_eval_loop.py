@@ -8,6 +8,7 @@ settings carried by each request, provenance in run.json without credentials, co
 with batched env steps, and per-episode GIFs.
 """
 import csv
+import dataclasses
 import json
 import os
 import time
@@ -477,3 +478,42 @@ def test_fake_server_rejects_undecodable_images_and_unknown_routes():
         status, _ = post(server.base_url + "/nothing", {})
         assert status == 404
         assert [r.status for r in server.requests_snapshot()] == [200, 400, 404]
+
+
+def test_several_processes_share_the_episodes_and_give_the_same_results(tmp_path, episodes,
+                                                                       entries):
+    """--processes 2: the episodes are split between this process and a spawned one, both
+    appending to one episodes.jsonl; every episode is recorded once, with the results of a
+    one-process run."""
+    from visgym.bridges import agents
+
+    more = [dataclasses.replace(e, key=f"{e.env_id}#{i}", index=i)
+            for i, e in enumerate(episodes * 2)]
+    with FakeOpenAI(policy="solver") as server:
+        for entry in entries:
+            server.register_entry(entry)
+
+        def agent():
+            return agents.make_agent("openai", model="fake", base_url=server.base_url,
+                                     api_key_env=KEY_ENV, timeout_s=30.0)
+
+        one, _, _ = run(server, tmp_path / "one", more, agent=agent())
+        two, info, _ = run(server, tmp_path / "two", more, agent=agent(), processes=2,
+                           concurrency=2)
+    assert info["processes"] == 2 and info["steps"] == sum(r["steps"] for r in two)
+    assert sorted(r["key"] for r in two) == sorted(r["key"] for r in one)
+    by_key = {r["key"]: r for r in one}
+    for r in two:
+        assert r["success"] == by_key[r["key"]]["success"]
+        assert [s["action"] for s in r["steps_log"]] == [
+            s["action"] for s in by_key[r["key"]]["steps_log"]]
+
+
+def test_processes_need_a_rebuildable_agent(tmp_path, episodes):
+    class Custom(visgym.bridges.agents.Agent):
+        async def act(self, turn):
+            return visgym.bridges.agents.Reply("('stop', 'stop')")
+
+    with pytest.raises(ValueError, match="--processes"):
+        run_eval(Custom(), EvalConfig(out=str(tmp_path), processes=2, progress=False,
+                                      gifs=False), episodes)
