@@ -272,8 +272,10 @@ class OpenAIAgent(Agent):
             retry_after = None
             try:
                 client = self.clients[hash(turn.episode.key) % len(self.clients)]
-                response = await asyncio.wait_for(self._create(client, turn.messages, kwargs),
-                                                  timeout=self.timeout_s + 5.0)
+                response = await asyncio.wait_for(
+                    self._create(client, turn.messages, kwargs,
+                                 turn.episode.data.setdefault("json_cache", {})),
+                    timeout=self.timeout_s + 5.0)
             except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
                 raise AgentFatalError(f"the endpoint rejected the request ({_error_text(e)[:300]}); "
                                       f"check the key in ${self.api_key_env} and --base-url") from None
@@ -307,25 +309,41 @@ class OpenAIAgent(Agent):
                      attempts=self.max_attempts, latency_s=time.perf_counter() - start,
                      error=(last_error or "")[:500])
 
-    async def _create(self, client, messages: list, kwargs: dict):
+    async def _create(self, client, messages: list, kwargs: dict, cache: dict | None = None):
         """POST /chat/completions with the messages as they are. The loop builds plain JSON
         dicts already; the SDK's typed ``create`` would walk the whole (growing) history again
-        on every request, which was most of the client's CPU time at high concurrency."""
+        on every request, which was most of the client's CPU time at high concurrency. With a
+        per-episode ``cache``, each message is JSON-encoded once for the whole episode (the
+        history is resent every turn) and the body goes out as bytes."""
         try:  # the HTTP library under the installed openai SDK (httpx, or httpx2 in openai 3)
             import httpx2 as httpx
         except ImportError:
             import httpx
 
-        body = {"model": self.model, "messages": messages}
         extra = dict(kwargs)
-        body.update(extra.pop("extra_body", None) or {})
-        body.update(extra)
+        fields = dict(extra.pop("extra_body", None) or {})
+        fields.update(extra)
         if not hasattr(client, "post"):  # a stand-in client without the raw transport
-            return await client.chat.completions.create(**body)
-        # The raw response, parsed as plain JSON: building the SDK's typed response object cost
-        # more CPU than everything else in the loop.
-        response = await client.post("/chat/completions", body=body, cast_to=httpx.Response,
-                                     options={})
+            return await client.chat.completions.create(model=self.model, messages=messages,
+                                                        **fields)
+        if cache is not None and _post_takes_content(client):
+            encoded = cache.setdefault("messages", [])
+            del encoded[len(messages):]
+            for i, message in enumerate(messages):
+                if i >= len(encoded) or encoded[i][0] is not message:
+                    encoded[i:i + 1] = [(message, json.dumps(message, ensure_ascii=False))]
+            head = json.dumps({"model": self.model, **fields}, ensure_ascii=False)
+            body = (head[:-1] + (", " if len(head) > 2 else "") + '"messages": ['
+                    + ", ".join(e for _, e in encoded) + "]}")
+            response = await client.post("/chat/completions", content=body.encode("utf-8"),
+                                         cast_to=httpx.Response,
+                                         options={"headers": {"Content-Type": "application/json"}})
+        else:
+            body = {"model": self.model, "messages": messages, **fields}
+            # The raw response, parsed as plain JSON: building the SDK's typed response object
+            # cost more CPU than everything else in the loop.
+            response = await client.post("/chat/completions", body=body, cast_to=httpx.Response,
+                                         options={})
         data = json.loads(response.content)
         if not isinstance(data, dict):
             raise json.JSONDecodeError("the response is not a JSON object", "", 0)
@@ -359,6 +377,22 @@ class OpenAIAgent(Agent):
         if _field(choices[0], "finish_reason") == "length" or len(content) > MAX_REPLY_CHARS:
             flag = "too_long"
         return Reply(content, flag=flag, usage=usage, attempts=attempt, latency_s=latency)
+
+
+_CONTENT_SUPPORT: dict = {}
+
+
+def _post_takes_content(client) -> bool:
+    """Whether this SDK's ``post`` accepts raw ``content`` bytes (newer openai releases)."""
+    kind = type(client)
+    if kind not in _CONTENT_SUPPORT:
+        import inspect
+
+        try:
+            _CONTENT_SUPPORT[kind] = "content" in inspect.signature(client.post).parameters
+        except (TypeError, ValueError):
+            _CONTENT_SUPPORT[kind] = False
+    return _CONTENT_SUPPORT[kind]
 
 
 def _field(obj, name: str):
