@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.grammar import ActionSpec, FloatVector, Grammar, IntChoice, StopToken
+from ..core.grammar import ActionSpec, Grammar, IntChoice
 from ..kernels import fetch_sim as sim
-from .fetch_reach import FetchBase, FetchParams
+from .fetch_reach import MOVE_SPEC, STOP_SPEC, FetchBase, FetchParams
 
 _PROMPT = (
     "You are controlling a robotic arm to pick up a grey cube and place it at the target 3D "
@@ -68,11 +68,8 @@ class FetchPickAndPlace(FetchBase):
         "easy": FetchParams(distance_threshold=0.05, camera_jitter_lookat=0.2),
         "hard": FetchParams(distance_threshold=0.05, camera_jitter_lookat=0.2),
     }
-    grammar = Grammar([
-        ActionSpec("move", FloatVector(3, -1.0, 1.0), "('move', [x, y, z])"),
-        ActionSpec("gripper", IntChoice(2), "('gripper', value)"),
-        ActionSpec("stop", StopToken(), "('stop', 'stop')"),
-    ])
+    grammar = Grammar([MOVE_SPEC, ActionSpec("gripper", IntChoice(2), "('gripper', value)"),
+                       STOP_SPEC])
     solver_strategies = ("staged",)
     xml_name = "pick_and_place.xml"
     base_x = 0.405
@@ -86,8 +83,7 @@ class FetchPickAndPlace(FetchBase):
         return {"stage": np.zeros(batch, np.int64), "counters": np.zeros((batch, 2), np.int64),
                 "prev": np.zeros(batch), "steps": 0}
 
-    def _oracle_codes(self, state, oracle, active, codes, t):
-        cap = self._cap_now
+    def _oracle_codes(self, state, oracle, active, codes, t, cap):
         # Solved already (or out of budget): stop.
         done = active & (self.is_success(state) | (t >= cap - 1))
         sim.staged_grasp_actions(state.grip, state.obj, state.goal, state.fingers,
@@ -95,6 +91,3 @@ class FetchPickAndPlace(FetchBase):
                                  active & ~done, 0.03, 0.02, 0.02, codes)
         codes[done] = sim.STOP
 
-    def _rollout(self, state, rows, num_steps):
-        self._cap_now = self._plan_cap(num_steps)
-        return super()._rollout(state, rows, num_steps)

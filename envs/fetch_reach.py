@@ -300,6 +300,10 @@ ACTION_STRINGS = (
 )
 
 
+MOVE_SPEC = ActionSpec("move", FloatVector(3, -1.0, 1.0), "('move', [x, y, z])")
+STOP_SPEC = ActionSpec("stop", StopToken(), "('stop', 'stop')")
+
+
 class FetchBase(Family):
     """Everything the two Fetch families share; subclasses set the scene and the task."""
 
@@ -309,7 +313,6 @@ class FetchBase(Family):
     has_object = False
     goal_range = 0.15
     feedback_texts = ("The simulation became unstable, so the episode was reset to its start.",)
-    _solve_cap = 10
 
     def __init__(self, params):
         super().__init__(params)
@@ -522,9 +525,9 @@ class FetchBase(Family):
 
     # -- solver -------------------------------------------------------------------------
     @abstractmethod
-    def _oracle_codes(self, state, oracle, active, codes, t):
+    def _oracle_codes(self, state, oracle, active, codes, t, cap):
         """Write into ``codes`` (index into ACTION_STRINGS) the oracle's next action for the
-        ``active`` rows of ``state`` at plan step ``t``."""
+        ``active`` rows of ``state`` at plan step ``t`` of at most ``cap`` actions."""
 
     def _new_oracle(self, batch):
         return None
@@ -548,7 +551,7 @@ class FetchBase(Family):
         for t in range(cap):
             if not active.any():
                 break
-            self._oracle_codes(work, oracle, active, codes, t)
+            self._oracle_codes(work, oracle, active, codes, t, cap)
             # Codes to parsed actions (no strings in the loop).
             error[:] = np.where(active, 0, 5)
             kind[:] = -1
@@ -574,8 +577,9 @@ class FetchBase(Family):
     def _done_after(self, state):
         return np.zeros(state.phys.shape[0], np.bool_)
 
+    @abstractmethod
     def _plan_cap(self, num_steps):
-        return self._solve_cap
+        """The most actions (stop included) a plan may have, for ``solve(num_steps=...)``."""
 
     def solve(self, state, rows, strategy, num_steps, seeds):
         rows = np.ascontiguousarray(rows, np.int64)
@@ -727,10 +731,7 @@ class FetchReach(FetchBase):
     name = "fetch_reach"
     Params = FetchParams
     presets = {"easy": FetchParams(), "hard": FetchParams()}
-    grammar = Grammar([
-        ActionSpec("move", FloatVector(3, -1.0, 1.0), "('move', [x, y, z])"),
-        ActionSpec("stop", StopToken(), "('stop', 'stop')"),
-    ])
+    grammar = Grammar([MOVE_SPEC, STOP_SPEC])
     solver_strategies = ("greedy",)
     xml_name = "reach.xml"
     base_x = 0.4049
@@ -744,13 +745,8 @@ class FetchReach(FetchBase):
     def _new_oracle(self, batch):
         return {"moves": np.zeros(batch, np.int64)}
 
-    def _oracle_codes(self, state, oracle, active, codes, t):
+    def _oracle_codes(self, state, oracle, active, codes, t, cap):
         sim.greedy_axis_actions(state.grip, state.goal, 0.002, active, codes)
-        cap = self._cap
-        # Stop once every axis is within 2 mm or the move budget is spent.
-        codes[active & ((codes == sim.ZERO_MOVE) | (oracle["moves"] >= cap))] = sim.STOP
+        # Stop once every axis is within 2 mm or the move budget (the cap less the stop) is spent.
+        codes[active & ((codes == sim.ZERO_MOVE) | (oracle["moves"] >= cap - 1))] = sim.STOP
         oracle["moves"] += active
-
-    def _rollout(self, state, rows, num_steps):
-        self._cap = max(num_steps or 10, 10)
-        return super()._rollout(state, rows, num_steps)

@@ -42,3 +42,23 @@ def replay_env(episode: dict):
                       **episode["make_kwargs"])
     env.reset(init_states=[episode["init_state"]])
     return env
+
+
+def replay_steps(env, episode: dict):
+    """Send the recording's actions to a one-episode env and check what every family shares:
+    feedback, reward, terminated and truncated as recorded. A step where the reference raised
+    must instead be an invalid action that changes nothing and does not terminate; those steps
+    are checked here and not yielded. Yields (t, step) for the family to compare its state."""
+    for t, step in enumerate(episode["steps"]):
+        before = env.state_dicts()[0]
+        _, reward, terminated, truncated, info = env.step([step["action"]])
+        if "exception" in step:
+            assert env.state_dicts()[0] == before, f"step {t}: state changed"
+            assert "not in the valid action space" in info["feedback"][0], info["feedback"][0]
+            assert not terminated[0] and reward[0] == 0, f"step {t}"
+            continue
+        check_feedback(info["feedback"][0], step["feedback"], step["action"])
+        assert float(reward[0]) == step["reward"], f"step {t}"
+        assert bool(terminated[0]) == step["terminated"], f"step {t}"
+        assert bool(truncated[0]) == step["truncated"], f"step {t}"
+        yield t, step

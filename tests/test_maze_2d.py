@@ -4,22 +4,10 @@ import numpy as np
 import pytest
 
 import visgym
+from maze_checks import passages
 from visgym.envs.maze_2d import CELL_PX
 
 STOP = "('stop', 'stop')"
-
-
-def _cells_graph(walls):
-    """Edges between odd-odd cells of a maze map (the carved passages)."""
-    h, w = walls.shape
-    edges = []
-    for r in range(1, h - 1, 2):
-        for c in range(1, w - 1, 2):
-            if c + 2 < w and walls[r, c + 1] == 0:
-                edges.append(((r, c), (r, c + 2)))
-            if r + 2 < h and walls[r + 1, c] == 0:
-                edges.append(((r, c), (r + 2, c)))
-    return edges
 
 
 @pytest.mark.parametrize("difficulty,size", [("easy", 9), ("hard", 11)])
@@ -34,7 +22,7 @@ def test_generated_mazes_are_perfect_with_opposite_corners(difficulty, size):
         assert walls[::2, ::2].all(), "even-even positions are always wall"
         assert (walls[1::2, 1::2] == 0).all(), "every cell is carved"
         ncells = ((size - 1) // 2) ** 2
-        edges = _cells_graph(walls)
+        edges = passages(walls)
         assert len(edges) == ncells - 1, "a spanning tree has cells - 1 passages"
         assert (walls == 0).sum() == ncells + len(edges), "no floor outside cells and passages"
         a, t = d["agent_location"], d["target_location"]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import visgym
+from maze_checks import passages
 from visgym.bridges.splits import split_path
 from visgym.kernels.grid_heading import FWD_DCOL, FWD_DROW
 
@@ -37,16 +38,6 @@ def _pose(env):
     return tuple(d["agent_location"]), d["cam_dir"]
 
 
-def _cells_graph(walls):
-    h, w = walls.shape
-    edges = 0
-    for r in range(1, h - 1, 2):
-        for c in range(1, w - 1, 2):
-            edges += c + 2 < w and walls[r, c + 1] == 0
-            edges += r + 2 < h and walls[r + 1, c] == 0
-    return edges
-
-
 # ---------------------------------------------------------------------------------------------
 # generation
 
@@ -61,7 +52,7 @@ def test_generated_mazes_are_perfect_with_opposite_corners_and_an_open_heading(d
         assert walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()
         assert (walls[1::2, 1::2] == 0).all() and walls[::2, ::2].all()
         ncells = ((size - 1) // 2) ** 2
-        assert _cells_graph(walls) == ncells - 1, "a spanning tree"
+        assert len(passages(walls)) == ncells - 1, "a spanning tree"
         a, t = d["agent_location"], d["target_location"]
         assert a[0] + t[0] == size - 1 and a[1] + t[1] == size - 1
         corners.add(tuple(a))

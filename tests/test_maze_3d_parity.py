@@ -27,7 +27,7 @@ import pytest
 from PIL import Image
 
 import visgym
-from parity_data import PARITY, check_feedback, episode_id, load_parity
+from parity_data import PARITY, check_feedback, episode_id, load_parity, replay_steps
 from visgym.render import raster3d
 
 EPISODES = load_parity("maze_3d") if PARITY.exists() else []
@@ -44,17 +44,7 @@ def test_replays_reference_episode(episode):
     assert frames.shape[1:] == (189, 336, 3)
     assert env.prompt() == episode["prompt"]
     assert env.state_dicts()[0] == episode["init_state"]
-    for t, step in enumerate(episode["steps"]):
-        before = env.state_dicts()[0]
-        _, reward, terminated, truncated, info = env.step([step["action"]])
-        if "exception" in step:
-            assert env.state_dicts()[0] == before, f"step {t}: state changed"
-            assert not terminated[0]
-            continue
-        check_feedback(info["feedback"][0], step["feedback"], step["action"])
-        assert float(reward[0]) == step["reward"], f"step {t}"
-        assert bool(terminated[0]) == step["terminated"], f"step {t}"
-        assert bool(truncated[0]) == step["truncated"], f"step {t}"
+    for t, step in replay_steps(env, episode):
         now = env.state_dicts()[0]
         assert now["agent_location"] == step["state"]["agent"], f"step {t}"
         assert now["cam_dir"] == step["state"]["cam_dir"], f"step {t}"
