@@ -1,7 +1,12 @@
 """Demonstration synthesis throughput: episodes/s and images/s end to end (rollout, JPEG
 encoding, files on disk) of ``visgym demos`` with a process pool, against a plain loop that does
 the same work one episode at a time through the single gymnasium env, in the same run; plus the
-split of the pipeline's time between stepping, encoding and the rest.
+split of the pipeline's time between stepping, encoding, image files and the rest.
+
+Both write the same files: the plain loop encodes every frame with Pillow, as the reference
+does; the pipeline uses one incremental encoder per episode (render/jpeg.py), whose bytes are
+Pillow's (tests/test_jpeg.py) but which transforms only the MCUs a step changed. Process-pool
+workers are forked when that is safe, so the run does not pay for importing visgym twice.
 
     python -m visgym.bench demos --task maze_2d/easy --episodes 2000
 """
@@ -78,26 +83,42 @@ def run(args) -> int:
 
     m = _machine()
     print(f"machine: {m['cpu']}, {m['cores']} cores, python {m['python']}")
-    root = Path(tempfile.mkdtemp(prefix="visgym-bench-demos-"))
+    root = Path(tempfile.mkdtemp(prefix="visgym-bench-demos-", dir=args.dir))
+    fast = slow = None
     try:
         # Warm-up: compile/load the kernels in this process before timing the plain loop.
         plain_loop(args.task, 3, root / "warm")
-        fast = pipeline(args.task, args.episodes, root / "pipeline", args.workers)
         plain_n = max(1, min(args.episodes, args.plain_episodes))
-        slow = plain_loop(args.task, plain_n, root / "plain")
+        # The two are measured alternately and the best of each is kept: file creation on a
+        # virtual disk has slow spells (seconds after large writes or deletes) that would
+        # otherwise land on whichever ran then. Everything is deleted only at the end.
+        for rep in range(args.repeat):
+            os.sync()
+            run_fast = pipeline(args.task, args.episodes, root / f"pipeline{rep}", args.workers)
+            os.sync()
+            run_slow = plain_loop(args.task, plain_n, root / f"plain{rep}")
+            print(f"  round {rep + 1}: pipeline {run_fast['episodes_per_s']:.1f} episodes/s, "
+                  f"plain {run_slow['episodes_per_s']:.1f} episodes/s")
+            if fast is None or run_fast["episodes_per_s"] > fast["episodes_per_s"]:
+                fast = run_fast
+            if slow is None or run_slow["episodes_per_s"] > slow["episodes_per_s"]:
+                slow = run_slow
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"{'':28} {'episodes/s':>11} {'images/s':>10} {'episodes':>9} {'seconds':>8}")
+    print(f"{'best of ' + str(args.repeat):28} {'episodes/s':>11} {'images/s':>10} "
+          f"{'episodes':>9} {'seconds':>8}")
     for name, r in (("visgym demos (process pool)", fast), ("plain single-env loop", slow)):
         print(f"{name:28} {r['episodes_per_s']:>11.1f} {r['images_per_s']:>10.1f} "
               f"{r['episodes']:>9} {r['seconds']:>8.2f}")
     print(f"speed-up: {fast['episodes_per_s'] / slow['episodes_per_s']:.1f}x")
     t = fast["worker_time_s"]
     busy = t.get("total_s", 0.0) or 1e-9
-    other = busy - t["step_s"] - t["encode_s"] - t["reset_solve_s"]
-    print(f"worker time split: JPEG encoding {t['encode_s'] / busy:.0%}, stepping "
-          f"{t['step_s'] / busy:.0%}, reset+solve {t['reset_solve_s'] / busy:.0%}, "
-          f"prompts/records {other / busy:.0%} (of {busy:.1f} s in workers)")
+    write = t.get("write_s", 0.0)
+    other = busy - t["step_s"] - t["encode_s"] - t["reset_solve_s"] - write
+    print(f"worker time split: JPEG encoding {t['encode_s'] / busy:.0%}, image files "
+          f"{write / busy:.0%}, stepping {t['step_s'] / busy:.0%}, reset+solve "
+          f"{t['reset_solve_s'] / busy:.0%}, prompts/records {other / busy:.0%} "
+          f"(of {busy:.1f} s in workers)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": m, "pipeline": fast, "plain": slow}, f, indent=2)
@@ -111,5 +132,8 @@ def add_parser(sub) -> None:
     p.add_argument("--plain-episodes", type=int, default=300,
                    help="episodes for the plain loop (its rate is per episode)")
     p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--repeat", type=int, default=2,
+                   help="rounds of (pipeline, plain loop); the best of each is reported")
+    p.add_argument("--dir", default=None, help="where to write (default: the temp folder)")
     p.add_argument("--json", default=None)
     p.set_defaults(run=run)

@@ -55,6 +55,7 @@ import numpy as np
 from ..core import make
 from ..core.registry import spec as env_spec
 from .evaluate import episode_instructions, turn_text
+from ..render.jpeg import JpegStream
 from .imaging import encode_jpeg
 
 REPLY_TEMPLATE = "<think></think><answer>{action}</answer>"
@@ -158,10 +159,49 @@ def _shard_names(cfg: DemoConfig, index: int) -> dict:
             "images": f"images/{cfg.dataset}/{name}"}
 
 
-def build_shard(cfg: DemoConfig, index: int) -> ShardOutput:
-    """Roll out shard ``index`` and return every file it produces (bytes, relative paths)."""
+class _ImageDir:
+    """Writes a shard's JPEGs straight into its image folder (the process-pool path).
+
+    The folder is emptied first: a shard is only rebuilt when its JSONL is missing, so anything
+    there is from an interrupted run. Files are created relative to an open folder descriptor,
+    which saves the path walk per image; there is no temp-and-rename per image because the
+    shard's JSONL, renamed into place after every image is written, is what marks it complete.
+    """
+
+    def __init__(self, folder: Path):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        self.fd = os.open(folder, os.O_RDONLY)
+
+    def write(self, name: str, data: bytes) -> None:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=self.fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+_ENCODERS: dict = {}
+
+
+def _encoders(count: int, quality: int) -> list:
+    pool = _ENCODERS.setdefault(quality, [])
+    pool.extend(JpegStream(quality) for _ in range(count - len(pool)))
+    return pool[:count]
+
+
+def build_shard(cfg: DemoConfig, index: int, out: Path | None = None) -> ShardOutput:
+    """Roll out shard ``index`` and return every file it produces (bytes, relative paths).
+
+    With ``out``, the images are written under ``out`` as episodes finish instead of being
+    returned (the JSONL and counts are still returned, for ``write_shard``)."""
     t_start = time.perf_counter()
-    timing = {"reset_solve_s": 0.0, "step_s": 0.0, "encode_s": 0.0}
+    timing = {"reset_solve_s": 0.0, "step_s": 0.0, "encode_s": 0.0, "write_s": 0.0}
     first = index * cfg.shard_size
     count = min(cfg.shard_size, cfg.episodes - first)
     numbers = list(range(first, first + count))
@@ -198,8 +238,14 @@ def build_shard(cfg: DemoConfig, index: int) -> ShardOutput:
     instructions = [episode_instructions(env, b, False, True) for b in range(count)]
     names = _shard_names(cfg, index)
     files: dict = {}
+    sink = _ImageDir(out / names["images"]) if out is not None else None
+    # One incremental encoder per batch row: consecutive frames differ in a few MCUs. The
+    # encoders are kept for the next shard in this process (their buffers are already mapped,
+    # and the next episode's frames share their background); the bytes do not depend on it.
+    streams = _encoders(count, cfg.quality)
     turns: list = [[] for _ in range(count)]
     images: list = [[] for _ in range(count)]
+    jpegs: list = [[] for _ in range(count)]   # held until the episode's outcome is known
     feedback: list = [None] * count
     success = np.zeros(count, np.bool_)
     running = ~skipped
@@ -209,9 +255,9 @@ def build_shard(cfg: DemoConfig, index: int) -> ShardOutput:
         rows = np.flatnonzero(running).tolist()
         t0 = time.perf_counter()
         for b in rows:
-            path = f"{names['images']}/e{numbers[b]:06d}_s{t:03d}.jpg"
-            files[path] = encode_jpeg(env.frames[b], cfg.max_long_side, cfg.quality)
-            images[b].append(path)
+            images[b].append(f"{names['images']}/e{numbers[b]:06d}_s{t:03d}.jpg")
+            jpegs[b].append(encode_jpeg(env.frames[b], cfg.max_long_side, cfg.quality,
+                                         stream=streams[b]))
         timing["encode_s"] += time.perf_counter() - t0
         actions: list = [None] * count
         for b in rows:
@@ -223,21 +269,28 @@ def build_shard(cfg: DemoConfig, index: int) -> ShardOutput:
         t0 = time.perf_counter()
         _, reward, terminated, truncated, info = env.step(actions, active=running)
         timing["step_s"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
         for b in rows:
             feedback[b] = info["feedback"][b]
-            if terminated[b]:
-                success[b] = reward[b] >= 1.0
+            if terminated[b] or truncated[b]:
+                success[b] = bool(terminated[b]) and reward[b] >= 1.0
                 running[b] = False
-            elif truncated[b]:
-                running[b] = False
+                if success[b]:
+                    for path, data in zip(images[b], jpegs[b]):
+                        if sink is None:
+                            files[path] = data
+                        else:
+                            sink.write(path.rsplit("/", 1)[1], data)
+                jpegs[b] = []
+        timing["write_s"] += time.perf_counter() - t0
+    if sink is not None:
+        sink.close()
 
     lines = []
     kept_hashes = []
     per_strategy: dict = {}
     for b in range(count):
         if skipped[b] or not success[b]:
-            for path in images[b]:
-                files.pop(path, None)
             continue
         record = {"episode": numbers[b], "env_id": cfg.env_id, "seed": seeds[b],
                   "strategy": strategy_of[b], "num_steps": num_steps_of[b], "hash": hashes[b],
@@ -282,9 +335,38 @@ def shard_done(out: Path, cfg: DemoConfig, index: int) -> bool:
     return (out / names["jsonl"]).exists() and (out / names["stats"]).exists()
 
 
+def _build_and_write(cfg: DemoConfig, index: int, out: Path) -> dict:
+    """One shard built and written by the process that rolled it out; returns its stats."""
+    shard = build_shard(cfg, index, out)
+    write_shard(out, cfg, shard)
+    return shard.stats
+
+
+def _pool_context():
+    """Fork when it is safe, else spawn.
+
+    A spawned worker imports visgym and loads its compiled kernels again (~0.8 s each, which is
+    most of a 2000-episode run); a forked one starts warm. Forking is unsafe only when this
+    process runs native threads a child would need: here that is Numba's parallel thread pool
+    (our row kernels go parallel from 512 rows), so once it has been started, or where fork
+    does not exist, workers are spawned. (OpenBLAS re-initialises itself after fork; Fetch's
+    MuJoCo thread pools belong to env instances, which a child builds for itself.)
+    """
+    import multiprocessing
+
+    if "fork" in multiprocessing.get_all_start_methods():
+        try:
+            from numba.np.ufunc import parallel as numba_parallel
+            started = bool(getattr(numba_parallel, "_is_initialized", True))
+        except ImportError:
+            started = True
+        if not started:
+            return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
 def _build_in_worker(args):
-    cfg, index = args
-    return build_shard(cfg, index)
+    return _build_and_write(*args)
 
 
 # ------------------------------------------------------------------------------ the run
@@ -337,15 +419,17 @@ def generate(configs: list, out: str | os.PathLike, workers: int | None = None,
     resumed = sum(c.num_shards for c in configs) - len(jobs)
     bar = _Progress(sum(min(cfg.shard_size, cfg.episodes - s * cfg.shard_size) for cfg, s in jobs),
                     progress)
-    timing = {"reset_solve_s": 0.0, "step_s": 0.0, "encode_s": 0.0, "total_s": 0.0}
+    timing = {"reset_solve_s": 0.0, "step_s": 0.0, "encode_s": 0.0, "write_s": 0.0,
+              "total_s": 0.0}
 
-    def collect(shard: ShardOutput, cfg: DemoConfig):
-        write_shard(out, cfg, shard)
-        bar.update(shard.stats)
+    def collect(stats: dict):
+        bar.update(stats)
         for k in timing:
-            timing[k] += shard.stats["timing"].get(k, 0.0)
+            timing[k] += stats["timing"].get(k, 0.0)
 
     if ray_address:
+        # Ray workers may not share the filesystem: shards come back as bytes and the driver
+        # writes them (the same files the local paths write).
         remote = _ray_build(ray_address)
         import ray
 
@@ -353,17 +437,17 @@ def generate(configs: list, out: str | os.PathLike, workers: int | None = None,
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
-                collect(ray.get(ref), pending.pop(ref))
+                shard = ray.get(ref)
+                write_shard(out, pending.pop(ref), shard)
+                collect(shard.stats)
     elif (workers or os.cpu_count() or 1) <= 1 or len(jobs) <= 1:
         for cfg, s in jobs:
-            collect(build_shard(cfg, s), cfg)
+            collect(_build_and_write(cfg, s, out))
     else:
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers or os.cpu_count(), mp_context=ctx) as pool:
-            for (cfg, _), shard in zip(jobs, pool.map(_build_in_worker, jobs)):
-                collect(shard, cfg)
+        with ProcessPoolExecutor(max_workers=workers or os.cpu_count(),
+                                 mp_context=_pool_context()) as pool:
+            for stats in pool.map(_build_in_worker, [(cfg, s, out) for cfg, s in jobs]):
+                collect(stats)
     bar.close()
     manifest = write_manifest(out, configs, time.perf_counter() - start, resumed, timing)
     write_dataset_info(out, configs)

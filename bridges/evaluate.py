@@ -42,6 +42,7 @@ import numpy as np
 from ..core import make
 from ..core.registry import spec as env_spec
 from .agents import Agent, Episode, Turn
+from ..render.jpeg import JpegStream
 from .imaging import data_url, encode_jpeg_b64
 from .replies import extract_action, extract_think
 from .splits import EpisodeSpec
@@ -195,6 +196,9 @@ class TaskStepper:
         self._active = np.zeros(slots, np.bool_)
         self._actions: list = [None] * slots
         self.calls = 0
+        # One incremental JPEG encoder per slot: an episode's consecutive observations differ
+        # in a few MCUs (same bytes as Pillow, see render/jpeg.py).
+        self.encoders = [JpegStream() for _ in range(slots)]
 
     def acquire(self) -> int:
         return self.free.pop()
@@ -387,14 +391,14 @@ class Runner:
             messages = [first] + messages[1:]
         return messages
 
-    def _encode_timed(self, frame) -> tuple[str, float]:
+    def _encode_timed(self, frame, stream=None) -> tuple[str, float]:
         t0 = time.perf_counter()
-        b64 = encode_jpeg_b64(frame, self.config.max_long_side)
+        b64 = encode_jpeg_b64(frame, self.config.max_long_side, stream=stream)
         return b64, time.perf_counter() - t0
 
-    async def _encode(self, frame) -> str:
+    async def _encode(self, frame, stream=None) -> str:
         """Encode an observation; its time counts as loop overhead."""
-        b64, seconds = self._encode_timed(frame)
+        b64, seconds = self._encode_timed(frame, stream)
         self.overhead_s += seconds
         return b64
 
@@ -448,7 +452,8 @@ class Runner:
                 frame = env.frames[slot]
                 ascii_frame = env.render_text(slot) if cfg.text_mode else None
                 self.overhead_s += time.perf_counter() - t0
-                image_b64 = None if cfg.text_mode else await self._encode(frame)
+                image_b64 = None if cfg.text_mode else \
+                    await self._encode(frame, stepper.encoders[slot])
                 t0 = time.perf_counter()
                 if cfg.gifs:
                     frames.append(frame.copy())

@@ -1,0 +1,588 @@
+# cython: language_level=3
+"""Baseline JPEG entropy data, bit for bit what libjpeg(-turbo) writes for Pillow's default save,
+with a per-stream cache so that a frame which differs little from the previous one is cheap.
+
+What Pillow's ``save(format="JPEG")`` does for an 8-bit RGB or gray image (libjpeg defaults):
+fixed-point RGB->YCbCr (16 fraction bits), 2x2 chroma subsampling by the rounding-bias average
+(bias 1, 2, 1, 2, ... along a row), edges padded by replicating the last row and column, the
+accurate integer forward DCT ("islow", 13-bit constants, 2 extra bits in the first pass),
+quantization by rounding to the nearest multiple of 8*q, and Huffman coding with the tables of the
+header, with 0xFF byte stuffing and the last byte padded with 1 bits. Blocks that the MCU grid
+needs past the image's edge are "dummy" blocks: zero AC, DC copied from the block before.
+
+The tables (quantization, Huffman, sampling, which component uses which table) are not written
+here: ``render/jpeg.py`` reads them from the header Pillow writes for an image of the same size,
+so this module only does arithmetic. ``jpeg.py`` also checks the output against Pillow's once per
+size before trusting it.
+
+Incremental use: ``Stream.encode`` keeps the quantized blocks of the previous frame and the
+frame itself; only MCUs (16x16 pixels, 8x8 for gray) whose pixels changed are transformed again,
+then the whole scan is Huffman coded from the cached blocks (each block keeps a 64-bit mask of its
+non-zero AC coefficients, so a flat block costs a DC code and an end-of-block code).
+"""
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, memcpy, memset
+
+cdef extern from *:
+    """
+    static inline int vg_ctz64(unsigned long long x) { return __builtin_ctzll(x); }
+    static inline int vg_bitlen(unsigned int x) { return x ? 32 - __builtin_clz(x) : 0; }
+    """
+    int vg_ctz64(unsigned long long x) nogil
+    int vg_bitlen(unsigned int x) nogil
+
+# Position in the 8x8 block (row-major) of the k-th coefficient in zigzag order.
+cdef int ZIGZAG[64]
+ZIGZAG[:] = [0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48,
+             41, 34, 27, 20, 13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15,
+             23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63]
+
+# libjpeg's fixed-point colour conversion: FIX(x) = round(x * 2^16).
+DEF SCALEBITS = 16
+DEF ONE_HALF = 1 << 15
+DEF CBCR_OFFSET = 128 << 16
+DEF FIX_Y_R = 19595      # 0.29900
+DEF FIX_Y_G = 38470      # 0.58700
+DEF FIX_Y_B = 7471       # 0.11400
+DEF FIX_CB_R = 11059     # 0.16874
+DEF FIX_CB_G = 21709     # 0.33126
+DEF FIX_HALF = 32768     # 0.50000
+DEF FIX_CR_G = 27439     # 0.41869
+DEF FIX_CR_B = 5329      # 0.08131
+
+# The accurate integer DCT's constants (13 fraction bits).
+DEF CONST_BITS = 13
+DEF AC_WORDS = 4           # cached AC bits per block: 256 (longer blocks are coded each time)
+DEF AC_UNCACHED = 0xFFFF
+DEF PASS1_BITS = 2
+DEF F_0_298 = 2446
+DEF F_0_390 = 3196
+DEF F_0_541 = 4433
+DEF F_0_765 = 6270
+DEF F_0_899 = 7373
+DEF F_1_175 = 9633
+DEF F_1_501 = 12299
+DEF F_1_847 = 15137
+DEF F_1_961 = 16069
+DEF F_2_053 = 16819
+DEF F_2_562 = 20995
+DEF F_3_072 = 25172
+
+
+cdef inline int32_t descale(int64_t x, int n) noexcept nogil:
+    return <int32_t>((x + (<int64_t>1 << (n - 1))) >> n)
+
+
+cdef void fdct_islow(int32_t* d) noexcept nogil:
+    """In-place forward DCT of 64 level-shifted samples (row-major), output scaled by 8."""
+    cdef int i
+    cdef int64_t t0, t1, t2, t3, t4, t5, t6, t7, t10, t11, t12, t13, z1, z2, z3, z4, z5
+    cdef int32_t* p
+    for i in range(8):  # rows
+        p = d + 8 * i
+        t0 = p[0] + p[7]; t7 = p[0] - p[7]
+        t1 = p[1] + p[6]; t6 = p[1] - p[6]
+        t2 = p[2] + p[5]; t5 = p[2] - p[5]
+        t3 = p[3] + p[4]; t4 = p[3] - p[4]
+        t10 = t0 + t3; t13 = t0 - t3
+        t11 = t1 + t2; t12 = t1 - t2
+        p[0] = <int32_t>((t10 + t11) << PASS1_BITS)
+        p[4] = <int32_t>((t10 - t11) << PASS1_BITS)
+        z1 = (t12 + t13) * F_0_541
+        p[2] = descale(z1 + t13 * F_0_765, CONST_BITS - PASS1_BITS)
+        p[6] = descale(z1 - t12 * F_1_847, CONST_BITS - PASS1_BITS)
+        z1 = t4 + t7; z2 = t5 + t6; z3 = t4 + t6; z4 = t5 + t7
+        z5 = (z3 + z4) * F_1_175
+        t4 = t4 * F_0_298; t5 = t5 * F_2_053; t6 = t6 * F_3_072; t7 = t7 * F_1_501
+        z1 = -z1 * F_0_899; z2 = -z2 * F_2_562; z3 = -z3 * F_1_961; z4 = -z4 * F_0_390
+        z3 = z3 + z5; z4 = z4 + z5
+        p[7] = descale(t4 + z1 + z3, CONST_BITS - PASS1_BITS)
+        p[5] = descale(t5 + z2 + z4, CONST_BITS - PASS1_BITS)
+        p[3] = descale(t6 + z2 + z3, CONST_BITS - PASS1_BITS)
+        p[1] = descale(t7 + z1 + z4, CONST_BITS - PASS1_BITS)
+    for i in range(8):  # columns
+        p = d + i
+        t0 = p[0] + p[56]; t7 = p[0] - p[56]
+        t1 = p[8] + p[48]; t6 = p[8] - p[48]
+        t2 = p[16] + p[40]; t5 = p[16] - p[40]
+        t3 = p[24] + p[32]; t4 = p[24] - p[32]
+        t10 = t0 + t3; t13 = t0 - t3
+        t11 = t1 + t2; t12 = t1 - t2
+        p[0] = descale(t10 + t11, PASS1_BITS)
+        p[32] = descale(t10 - t11, PASS1_BITS)
+        z1 = (t12 + t13) * F_0_541
+        p[16] = descale(z1 + t13 * F_0_765, CONST_BITS + PASS1_BITS)
+        p[48] = descale(z1 - t12 * F_1_847, CONST_BITS + PASS1_BITS)
+        z1 = t4 + t7; z2 = t5 + t6; z3 = t4 + t6; z4 = t5 + t7
+        z5 = (z3 + z4) * F_1_175
+        t4 = t4 * F_0_298; t5 = t5 * F_2_053; t6 = t6 * F_3_072; t7 = t7 * F_1_501
+        z1 = -z1 * F_0_899; z2 = -z2 * F_2_562; z3 = -z3 * F_1_961; z4 = -z4 * F_0_390
+        z3 = z3 + z5; z4 = z4 + z5
+        p[56] = descale(t4 + z1 + z3, CONST_BITS + PASS1_BITS)
+        p[40] = descale(t5 + z2 + z4, CONST_BITS + PASS1_BITS)
+        p[24] = descale(t6 + z2 + z3, CONST_BITS + PASS1_BITS)
+        p[8] = descale(t7 + z1 + z4, CONST_BITS + PASS1_BITS)
+
+
+cdef struct BitWriter:
+    uint64_t acc
+    int nacc
+    Py_ssize_t n
+    uint8_t* out
+
+
+cdef inline void flush_bytes(BitWriter* w) noexcept nogil:
+    """Move whole bytes out of the accumulator, stuffing a 0 after every 0xFF."""
+    cdef uint8_t byte
+    while w.nacc >= 8:
+        w.nacc -= 8
+        byte = <uint8_t>(w.acc >> w.nacc)
+        w.out[w.n] = byte
+        w.n += 1
+        if byte == 0xFF:
+            w.out[w.n] = 0
+            w.n += 1
+
+
+cdef inline void put_bits(BitWriter* w, uint32_t code, int size) noexcept nogil:
+    """Append ``size`` (<= 32) bits; the accumulator holds < 32 pending bits between calls."""
+    cdef uint32_t word
+    w.acc = (w.acc << size) | code
+    w.nacc += size
+    if w.nacc >= 32:
+        word = <uint32_t>(w.acc >> (w.nacc - 32))
+        if ((~word - 0x01010101u) & word & 0x80808080u) == 0:  # no 0xFF byte: 4 at once
+            w.out[w.n] = <uint8_t>(word >> 24)
+            w.out[w.n + 1] = <uint8_t>(word >> 16)
+            w.out[w.n + 2] = <uint8_t>(word >> 8)
+            w.out[w.n + 3] = <uint8_t>word
+            w.n += 4
+            w.nacc -= 32
+        else:
+            flush_bytes(w)
+
+
+cdef struct BitBuffer:
+    uint64_t* words
+    int n
+    int cap
+
+
+cdef inline bint buf_put(BitBuffer* b, uint32_t code, int size) noexcept nogil:
+    """Append ``size`` (<= 32) bits MSB-first to a zeroed word buffer; False when full."""
+    cdef int i = b.n >> 6, off = b.n & 63
+    if b.n + size > b.cap:
+        return False
+    if size == 0:
+        return True
+    if off + size <= 64:
+        b.words[i] |= (<uint64_t>code) << (64 - off - size)
+    else:
+        b.words[i] |= (<uint64_t>code) >> (off + size - 64)
+        b.words[i + 1] |= (<uint64_t>code) << (128 - off - size)
+    b.n += size
+    return True
+
+
+cdef class Stream:
+    """Encoder state for frames of one size (H, W, C) with fixed tables.
+
+    qtables: (2, 64) int of quantizer values in row-major (natural) order; comp_q / comp_dc /
+    comp_ac: per component, which quantization / DC / AC table it uses; dc_code, dc_size (2, 16)
+    and ac_code, ac_size (2, 256): the Huffman code and its length per symbol (length 0 = the
+    symbol has no code, which a valid baseline table never needs for 8-bit data).
+    """
+    cdef int H, W, C, mcu_w, mcu_h, mcus_x, mcus_y, bpm, nblocks
+    cdef int y_blocks_x, y_blocks_y
+    cdef uint64_t divisor_mul[2][64]
+    cdef int32_t divisor_half[2][64]
+    cdef int comp_q[3]
+    cdef int comp_dc[3]
+    cdef int comp_ac[3]
+    cdef uint32_t dc_code[2][16]
+    cdef uint8_t dc_size[2][16]
+    cdef uint32_t ac_code[2][256]
+    cdef uint8_t ac_size[2][256]
+    cdef int16_t* coef        # per block, 64 quantized coefficients in zigzag order (AC used)
+    cdef int16_t* dc          # per block, its quantized DC (kept apart: flat blocks read only this)
+    cdef uint64_t* nzmask     # per block, bit k set when AC coefficient k is non-zero
+    cdef uint64_t* acbits     # per block, its AC Huffman bits (MSB first), AC_WORDS words
+    cdef uint16_t* aclen      # per block, how many; AC_UNCACHED when they did not fit
+    cdef uint8_t* prev
+    cdef uint8_t* out
+    cdef Py_ssize_t out_cap, header_len
+    cdef bint valid
+    cdef public long long mcus_encoded
+
+    def __cinit__(self):
+        self.coef = NULL
+        self.dc = NULL
+        self.nzmask = NULL
+        self.acbits = NULL
+        self.aclen = NULL
+        self.prev = NULL
+        self.out = NULL
+
+    def __init__(self, int height, int width, int channels, long[:, ::1] qtables,
+                 comp_q, comp_dc, comp_ac, unsigned int[:, ::1] dc_code,
+                 unsigned char[:, ::1] dc_size, unsigned int[:, ::1] ac_code,
+                 unsigned char[:, ::1] ac_size, bytes header):
+        cdef int t, k, c
+        cdef long q
+        if height < 1 or width < 1 or channels not in (1, 3):
+            raise ValueError(f"unsupported frame shape ({height}, {width}, {channels})")
+        self.H = height
+        self.W = width
+        self.C = channels
+        self.mcu_w = 16 if channels == 3 else 8
+        self.mcu_h = self.mcu_w
+        self.mcus_x = (width + self.mcu_w - 1) // self.mcu_w
+        self.mcus_y = (height + self.mcu_h - 1) // self.mcu_h
+        self.bpm = 6 if channels == 3 else 1
+        self.nblocks = self.mcus_x * self.mcus_y * self.bpm
+        self.y_blocks_x = (width + 7) // 8
+        self.y_blocks_y = (height + 7) // 8
+        for t in range(2):
+            for k in range(64):
+                q = qtables[t, ZIGZAG[k]] * 8
+                if q < 8 or q > 255 * 8:
+                    raise ValueError("quantizer values must be in 1..255")
+                # floor(n / q) == (n * mul) >> 40 for every n < 2^17 (|DCT output| < 2^15).
+                self.divisor_mul[t][k] = ((<uint64_t>1 << 40) // <uint64_t>q) + 1
+                self.divisor_half[t][k] = <int32_t>(q >> 1)
+        for c in range(3):
+            self.comp_q[c] = comp_q[c] if c < len(comp_q) else 0
+            self.comp_dc[c] = comp_dc[c] if c < len(comp_dc) else 0
+            self.comp_ac[c] = comp_ac[c] if c < len(comp_ac) else 0
+        for t in range(2):
+            for k in range(16):
+                self.dc_code[t][k] = dc_code[t, k]
+                self.dc_size[t][k] = dc_size[t, k]
+            for k in range(256):
+                self.ac_code[t][k] = ac_code[t, k]
+                self.ac_size[t][k] = ac_size[t, k]
+        self.coef = <int16_t*>malloc(self.nblocks * 64 * sizeof(int16_t))
+        self.nzmask = <uint64_t*>malloc(self.nblocks * sizeof(uint64_t))
+        self.dc = <int16_t*>malloc(self.nblocks * sizeof(int16_t))
+        self.acbits = <uint64_t*>malloc(self.nblocks * AC_WORDS * sizeof(uint64_t))
+        self.aclen = <uint16_t*>malloc(self.nblocks * sizeof(uint16_t))
+        self.prev = <uint8_t*>malloc(<size_t>height * width * channels)
+        # Worst case per block: DC (11 + 11 bits) and 63 AC codes of at most 16 + 10 bits, each
+        # byte possibly doubled by stuffing.
+        # The file is assembled in place: header (SOI .. SOS), scan, EOI.
+        self.header_len = len(header)
+        self.out_cap = <Py_ssize_t>self.nblocks * 64 * 8 + 64 + self.header_len
+        self.out = <uint8_t*>malloc(self.out_cap)
+        if self.out != NULL:
+            memcpy(self.out, <const char*>header, self.header_len)
+        if self.acbits == NULL or self.aclen == NULL:
+            raise MemoryError()
+        if self.coef == NULL or self.dc == NULL or self.nzmask == NULL or self.prev == NULL or self.out == NULL:
+            raise MemoryError()
+        self.valid = False
+        self.mcus_encoded = 0
+
+    def __dealloc__(self):
+        free(self.coef)
+        free(self.dc)
+        free(self.acbits)
+        free(self.aclen)
+        free(self.nzmask)
+        free(self.prev)
+        free(self.out)
+
+    def forget(self):
+        """Drop the previous frame: the next encode transforms every MCU."""
+        self.valid = False
+
+    def encode(self, const unsigned char[:, :, ::1] frame):
+        """The JPEG file (the header given, the scan, EOI) of an (H, W, C) uint8 frame."""
+        cdef Py_ssize_t n
+        if frame.shape[0] != self.H or frame.shape[1] != self.W or frame.shape[2] != self.C:
+            raise ValueError(f"frame shape {tuple(frame.shape)[:3]} does not match the stream's "
+                             f"({self.H}, {self.W}, {self.C})")
+        with nogil:
+            self._update(&frame[0, 0, 0])
+            n = self._huffman()
+            self.out[n] = 0xFF
+            self.out[n + 1] = 0xD9
+        return PyBytes_FromStringAndSize(<char*>self.out, n + 2)
+
+    cdef void _update(self, const uint8_t* src) noexcept nogil:
+        cdef int my, mx, y, y0, y1, x0, x1
+        cdef Py_ssize_t row = <Py_ssize_t>self.W * self.C
+        cdef bint changed
+        if not self.valid:
+            for my in range(self.mcus_y):
+                for mx in range(self.mcus_x):
+                    self._mcu(src, mx, my)
+            memcpy(self.prev, src, <size_t>self.H * row)
+            self.valid = True
+            return
+        for my in range(self.mcus_y):
+            y0 = my * self.mcu_h
+            y1 = min(y0 + self.mcu_h, self.H)
+            if memcmp(src + y0 * row, self.prev + y0 * row, <size_t>((y1 - y0) * row)) == 0:
+                continue
+            for mx in range(self.mcus_x):
+                x0 = mx * self.mcu_w * self.C
+                x1 = min((mx + 1) * self.mcu_w, self.W) * self.C
+                changed = False
+                for y in range(y0, y1):
+                    if memcmp(src + y * row + x0, self.prev + y * row + x0,
+                              <size_t>(x1 - x0)) != 0:
+                        changed = True
+                        break
+                if changed:
+                    self._mcu(src, mx, my)
+            memcpy(self.prev + y0 * row, src + y0 * row, <size_t>((y1 - y0) * row))
+
+    cdef void _mcu(self, const uint8_t* src, int mx, int my) noexcept nogil:
+        """Transform and quantize the blocks of one MCU into the block cache."""
+        cdef int32_t ybuf[256]
+        cdef int32_t cb[256]
+        cdef int32_t cr[256]
+        cdef int32_t blk[64]
+        cdef int32_t blk2[64]
+        cdef int i, j, sx, sy, r, g, b, by, bx, base, bias, cy, r0, r1, nx, rgb, last
+        cdef int32_t yv = 0, cbv = 0, crv = 0
+        cdef int16_t* out
+        cdef Py_ssize_t row = <Py_ssize_t>self.W * self.C
+        cdef const uint8_t* p
+        cdef int first = (my * self.mcus_x + mx) * self.bpm
+        self.mcus_encoded += 1
+        if self.C == 1:
+            for j in range(8):
+                sy = min(my * 8 + j, self.H - 1)
+                for i in range(8):
+                    sx = min(mx * 8 + i, self.W - 1)
+                    blk[j * 8 + i] = <int32_t>src[sy * row + sx] - 128
+            self._block(blk, first, self.comp_q[0])
+            return
+        if mx * 16 + 16 <= self.W and my * 16 + 16 <= self.H and \
+                self._uniform(src + my * 16 * row + mx * 48, row):
+            p = src + my * 16 * row + mx * 48
+            r = p[0]; g = p[1]; b = p[2]
+            yv = (FIX_Y_R * r + FIX_Y_G * g + FIX_Y_B * b + ONE_HALF) >> SCALEBITS
+            cbv = (-FIX_CB_R * r - FIX_CB_G * g + FIX_HALF * b + CBCR_OFFSET
+                   + ONE_HALF - 1) >> SCALEBITS
+            crv = (FIX_HALF * r - FIX_CR_G * g - FIX_CR_B * b + CBCR_OFFSET
+                   + ONE_HALF - 1) >> SCALEBITS
+            for j in range(4):
+                self._flat(first + j, yv - 128, self.comp_q[0])
+            self._flat(first + 4, cbv - 128, self.comp_q[1])  # (4c + bias) >> 2 == c
+            self._flat(first + 5, crv - 128, self.comp_q[2])
+            return
+        # Colour conversion of the 16x16 MCU (edge pixels replicated). Runs of equal pixels
+        # (flat backgrounds) reuse the previous conversion.
+        nx = min(16, self.W - mx * 16)
+        last = -1
+        for j in range(16):
+            sy = min(my * 16 + j, self.H - 1)
+            p = src + sy * row + mx * 48
+            for i in range(16):
+                if i < nx:
+                    rgb = (<int>p[3 * i] << 16) | (<int>p[3 * i + 1] << 8) | p[3 * i + 2]
+                    if rgb != last:
+                        last = rgb
+                        r = p[3 * i]; g = p[3 * i + 1]; b = p[3 * i + 2]
+                        yv = (FIX_Y_R * r + FIX_Y_G * g + FIX_Y_B * b + ONE_HALF) >> SCALEBITS
+                        cbv = (-FIX_CB_R * r - FIX_CB_G * g + FIX_HALF * b + CBCR_OFFSET
+                               + ONE_HALF - 1) >> SCALEBITS
+                        crv = (FIX_HALF * r - FIX_CR_G * g - FIX_CR_B * b + CBCR_OFFSET
+                               + ONE_HALF - 1) >> SCALEBITS
+                ybuf[j * 16 + i] = yv
+                cb[j * 16 + i] = cbv
+                cr[j * 16 + i] = crv
+        # Luma: blocks (0,0) (0,1) (1,0) (1,1); blocks past the image are dummies.
+        for by in range(2):
+            for bx in range(2):
+                base = first + by * 2 + bx
+                if my * 2 + by >= self.y_blocks_y:
+                    self._dummy(base, first + 1)   # below the image: DC of the block before row
+                elif mx * 2 + bx >= self.y_blocks_x:
+                    self._dummy(base, base - 1)    # right of the image: DC of the left block
+                else:
+                    for j in range(8):
+                        for i in range(8):
+                            blk[j * 8 + i] = ybuf[(by * 8 + j) * 16 + bx * 8 + i] - 128
+                    self._block(blk, base, self.comp_q[0])
+        # Chroma: 2x2 average with the alternating rounding bias 1, 2. libjpeg pads the image
+        # to an even number of rows before averaging and below that repeats the last averaged
+        # row (not the last image row), hence the row mapping.
+        for j in range(8):
+            cy = min(my * 8 + j, (self.H + 1) // 2 - 1)
+            r0 = (min(2 * cy, self.H - 1) - my * 16) * 16
+            r1 = (min(2 * cy + 1, self.H - 1) - my * 16) * 16
+            for i in range(8):
+                bias = 1 + (i & 1)
+                blk[j * 8 + i] = ((cb[r0 + 2 * i] + cb[r0 + 2 * i + 1] + cb[r1 + 2 * i]
+                                   + cb[r1 + 2 * i + 1] + bias) >> 2) - 128
+                blk2[j * 8 + i] = ((cr[r0 + 2 * i] + cr[r0 + 2 * i + 1] + cr[r1 + 2 * i]
+                                    + cr[r1 + 2 * i + 1] + bias) >> 2) - 128
+        self._block(blk, first + 4, self.comp_q[1])
+        self._block(blk2, first + 5, self.comp_q[2])
+
+    cdef bint _uniform(self, const uint8_t* p, Py_ssize_t row) noexcept nogil:
+        """Whether the 16x16 RGB pixels at p (row stride ``row``) are all the same colour."""
+        cdef int i, j
+        for i in range(1, 16):
+            if p[3 * i] != p[0] or p[3 * i + 1] != p[1] or p[3 * i + 2] != p[2]:
+                return False
+        for j in range(1, 16):
+            if memcmp(p + j * row, p, 48) != 0:
+                return False
+        return True
+
+    cdef inline void _flat(self, int index, int32_t level, int table) noexcept nogil:
+        """A block whose 64 level-shifted samples all equal ``level``: DCT DC = 64 * level."""
+        self.dc[index] = self._quantize(64 * level, table, 0)
+        self.nzmask[index] = 0
+        self._ac_bits(index)
+
+    cdef inline void _dummy(self, int index, int dc_from) noexcept nogil:
+        self.dc[index] = self.dc[dc_from]
+        self.nzmask[index] = 0
+        self._ac_bits(index)
+
+    cdef void _block(self, int32_t* blk, int index, int table) noexcept nogil:
+        """DCT + quantization of one block of level-shifted samples into the cache (zigzag)."""
+        cdef int k
+        cdef int32_t v, first = blk[0]
+        cdef bint flat = True
+        cdef uint64_t mask = 0
+        cdef int16_t* out = self.coef + index * 64
+        for k in range(1, 64):
+            if blk[k] != first:
+                flat = False
+                break
+        if flat:
+            self._flat(index, first, table)
+            return
+        fdct_islow(blk)
+        for k in range(64):
+            v = self._quantize(blk[ZIGZAG[k]], table, k)
+            out[k] = <int16_t>v
+            mask |= (<uint64_t>(v != 0)) << k
+        self.dc[index] = out[0]
+        self.nzmask[index] = mask & ~(<uint64_t>1)
+        self._ac_bits(index)
+
+    cdef void _ac_bits(self, int index) noexcept nogil:
+        """Huffman-code the block's AC coefficients (runs, values, EOB) once, for every later
+        frame in which the block does not change."""
+        cdef BitBuffer b
+        cdef uint64_t mask = self.nzmask[index]
+        cdef int16_t* zz = self.coef + index * 64
+        cdef int j = index % self.bpm
+        cdef int act = self.comp_ac[0 if j < 4 else j - 3]
+        cdef int k, prev_k = 0, run, nbits, t
+        cdef int32_t v, v2
+        cdef bint ok = True
+        b.words = self.acbits + index * AC_WORDS
+        b.n = 0
+        b.cap = AC_WORDS * 64
+        memset(b.words, 0, AC_WORDS * sizeof(uint64_t))
+        while mask and ok:
+            k = vg_ctz64(mask)
+            mask &= mask - 1
+            run = k - prev_k - 1
+            prev_k = k
+            while run > 15 and ok:
+                ok = buf_put(&b, self.ac_code[act][0xF0], self.ac_size[act][0xF0])
+                run -= 16
+            v = zz[k]
+            v2 = v
+            if v < 0:
+                v = -v
+                v2 = v2 - 1
+            nbits = vg_bitlen(<uint32_t>v)
+            t = (run << 4) + nbits
+            ok = ok and buf_put(&b, self.ac_code[act][t], self.ac_size[act][t])
+            ok = ok and buf_put(&b, <uint32_t>v2 & ((1u << nbits) - 1), nbits)
+        if ok and prev_k != 63:
+            ok = buf_put(&b, self.ac_code[act][0], self.ac_size[act][0])
+        self.aclen[index] = <uint16_t>b.n if ok else AC_UNCACHED
+
+    cdef inline int16_t _quantize(self, int32_t v, int table, int k) noexcept nogil:
+        """round(v / (8 q)) half away from zero, q the k-th (zigzag) quantizer; branch-free."""
+        cdef int32_t sign = v >> 31
+        cdef uint64_t a = <uint64_t>((v ^ sign) - sign + self.divisor_half[table][k])
+        cdef int32_t m = <int32_t>((a * self.divisor_mul[table][k]) >> 40)
+        return <int16_t>((m ^ sign) - sign)
+
+    cdef Py_ssize_t _huffman(self) noexcept nogil:
+        cdef BitWriter w
+        cdef uint64_t mask
+        cdef int comp, blk, j, k, prev_k, run, nbits, t, dct, act, length, i
+        cdef int32_t v, v2
+        cdef int last_dc[3]
+        cdef int16_t* zz
+        cdef uint64_t* words
+        cdef uint32_t chunk
+        w.acc = 0
+        w.nacc = 0
+        w.n = self.header_len
+        w.out = self.out
+        last_dc[0] = 0; last_dc[1] = 0; last_dc[2] = 0
+        for blk in range(self.nblocks):
+            j = blk % self.bpm
+            comp = 0 if j < 4 else j - 3
+            dct = self.comp_dc[comp]
+            act = self.comp_ac[comp]
+            v = self.dc[blk] - last_dc[comp]
+            last_dc[comp] = self.dc[blk]
+            v2 = v
+            if v < 0:
+                v = -v
+                v2 = v2 - 1
+            nbits = vg_bitlen(<uint32_t>v)
+            put_bits(&w, self.dc_code[dct][nbits], self.dc_size[dct][nbits])
+            if nbits:
+                put_bits(&w, <uint32_t>v2 & ((1u << nbits) - 1), nbits)
+            length = self.aclen[blk]
+            if length != AC_UNCACHED:
+                words = self.acbits + blk * AC_WORDS
+                i = 0
+                while length > 0:  # 32-bit chunks, high half of each word first
+                    chunk = <uint32_t>(words[i >> 1] >> 32) if (i & 1) == 0 \
+                        else <uint32_t>words[i >> 1]
+                    if length >= 32:
+                        put_bits(&w, chunk, 32)
+                        length -= 32
+                    else:
+                        put_bits(&w, chunk >> (32 - length), length)
+                        length = 0
+                    i += 1
+                continue
+            mask = self.nzmask[blk]
+            prev_k = 0
+            zz = self.coef + blk * 64
+            while mask:
+                k = vg_ctz64(mask)
+                mask &= mask - 1
+                run = k - prev_k - 1
+                prev_k = k
+                while run > 15:
+                    put_bits(&w, self.ac_code[act][0xF0], self.ac_size[act][0xF0])
+                    run -= 16
+                v = zz[k]
+                v2 = v
+                if v < 0:
+                    v = -v
+                    v2 = v2 - 1
+                nbits = vg_bitlen(<uint32_t>v)
+                t = (run << 4) + nbits
+                put_bits(&w, self.ac_code[act][t], self.ac_size[act][t])
+                put_bits(&w, <uint32_t>v2 & ((1u << nbits) - 1), nbits)
+            if prev_k != 63:
+                put_bits(&w, self.ac_code[act][0], self.ac_size[act][0])
+        flush_bytes(&w)
+        # Pad the last byte with 1 bits.
+        if w.nacc > 0:
+            put_bits(&w, 0x7F, 7)
+            flush_bytes(&w)
+        return w.n
+
