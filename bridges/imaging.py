@@ -31,7 +31,8 @@ from PIL import Image
 
 from ..render.jpeg import JpegStream, pillow_jpeg
 
-__all__ = ["DEFAULT_MAX_LONG_SIDE", "fit_long_side", "encode_jpeg_b64", "data_url",
+__all__ = ["DEFAULT_MAX_LONG_SIDE", "fit_long_side", "encode_jpeg_b64", "frame_encoder",
+           "data_url",
            "decode_b64_image"]
 
 DEFAULT_MAX_LONG_SIDE = 336
@@ -111,6 +112,20 @@ def encode_jpeg(frame: np.ndarray, max_long_side: int | None = DEFAULT_MAX_LONG_
     if stream is not None:
         return stream.encode(frame)
     return pillow_jpeg(frame, int(quality))
+
+
+def frame_encoder(shape: tuple, max_long_side: int | None = DEFAULT_MAX_LONG_SIDE,
+                  quality: int = _PIL_DEFAULT_QUALITY):
+    """``encode(frame) -> bytes`` for one episode's frames of a fixed ``shape``: the same bytes
+    as ``encode_jpeg(frame, max_long_side, quality)``, with the checks and the resize decision
+    made once and an incremental encoder kept between calls (batch loops call it per frame)."""
+    frame = np.zeros(shape, np.uint8)
+    _check_frame(frame)
+    stream = JpegStream(quality)
+    height, width = shape[:2]
+    if fit_long_side(width, height, max_long_side) == (width, height):
+        return stream.encode
+    return lambda f: encode_jpeg(f, max_long_side, quality, stream)
 
 
 def data_url(b64: str) -> str:

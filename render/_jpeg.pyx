@@ -56,6 +56,7 @@ DEF FIX_CR_B = 5329      # 0.08131
 DEF CONST_BITS = 13
 DEF AC_WORDS = 4           # cached AC bits per block: 256 (longer blocks are coded each time)
 DEF AC_UNCACHED = 0xFFFF
+DEF ROW_WORDS_PER_BLOCK = 64  # 2048 bits: more than a baseline block can take (~1700)
 DEF PASS1_BITS = 2
 DEF F_0_298 = 2446
 DEF F_0_390 = 3196
@@ -164,6 +165,23 @@ cdef inline void put_bits(BitWriter* w, uint32_t code, int size) noexcept nogil:
             flush_bytes(w)
 
 
+cdef struct WordWriter:
+    uint64_t acc
+    int nacc
+    Py_ssize_t n
+    uint32_t* out
+
+
+cdef inline void ww_put(WordWriter* w, uint32_t code, int size) noexcept nogil:
+    """Append ``size`` (<= 32) bits to 32-bit words, MSB first, without byte stuffing."""
+    w.acc = (w.acc << size) | code
+    w.nacc += size
+    if w.nacc >= 32:
+        w.nacc -= 32
+        w.out[w.n] = <uint32_t>(w.acc >> w.nacc)
+        w.n += 1
+
+
 cdef struct BitBuffer:
     uint64_t* words
     int n
@@ -184,6 +202,118 @@ cdef inline bint buf_put(BitBuffer* b, uint32_t code, int size) noexcept nogil:
         b.words[i + 1] |= (<uint64_t>code) << (128 - off - size)
     b.n += size
     return True
+
+
+cdef inline uint64_t hash_bytes(const uint8_t* p, int n) noexcept nogil:
+    """64-bit multiply-xor hash of n bytes (n a multiple of 32), four independent lanes."""
+    cdef uint64_t h0 = 0x9E3779B97F4A7C15ULL, h1 = 0xC2B2AE3D27D4EB4FULL
+    cdef uint64_t h2 = 0x165667B19E3779F9ULL, h3 = 0x27D4EB2F165667C5ULL, w
+    cdef int i
+    for i in range(0, n, 32):
+        memcpy(&w, p + i, 8)
+        h0 = (h0 ^ w) * 0xBF58476D1CE4E5B9ULL
+        memcpy(&w, p + i + 8, 8)
+        h1 = (h1 ^ w) * 0xBF58476D1CE4E5B9ULL
+        memcpy(&w, p + i + 16, 8)
+        h2 = (h2 ^ w) * 0xBF58476D1CE4E5B9ULL
+        memcpy(&w, p + i + 24, 8)
+        h3 = (h3 ^ w) * 0xBF58476D1CE4E5B9ULL
+    h0 ^= (h1 >> 29) ^ (h1 << 35)
+    h0 = (h0 ^ (h2 >> 17) ^ (h2 << 47)) * 0x94D049BB133111EBULL
+    h0 ^= h3 ^ (h0 >> 31)
+    return h0 * 0xBF58476D1CE4E5B9ULL
+
+
+cdef class BlockCache:
+    """MCU pixels -> their coded blocks, shared by the streams of one table set (one thread).
+
+    Frames of a family are built from few distinct 16x16 patches (a maze frame from a few
+    hundred across 100 episodes), so most MCUs a step changes, and most of a new episode's first
+    frame, were transformed before. Keys are the MCU's exact pixels (compared in full, not just
+    hashed), so a hit gives the very blocks a transform would. Only MCUs wholly inside the frame
+    are cached (edge MCUs depend on the frame size). When full, the cache starts over.
+    """
+    cdef int bpm, key_len, cap, nslots, count
+    cdef uint8_t* keys
+    cdef uint64_t* hashes
+    cdef int32_t* slots
+    cdef int16_t* dc
+    cdef uint64_t* nzmask
+    cdef uint16_t* aclen
+    cdef uint64_t* acbits
+    cdef int16_t* coef
+    cdef public long long hits, misses
+
+    def __cinit__(self, int channels, int capacity=4096):
+        if channels not in (1, 3) or capacity < 1:
+            raise ValueError("BlockCache: channels must be 1 or 3 and capacity positive")
+        self.bpm = 6 if channels == 3 else 1
+        self.key_len = 768 if channels == 3 else 64
+        self.cap = capacity
+        self.nslots = 1
+        while self.nslots < 2 * capacity:
+            self.nslots <<= 1
+        self.keys = <uint8_t*>malloc(<size_t>capacity * self.key_len)
+        self.hashes = <uint64_t*>malloc(<size_t>capacity * sizeof(uint64_t))
+        self.slots = <int32_t*>malloc(<size_t>self.nslots * sizeof(int32_t))
+        self.dc = <int16_t*>malloc(<size_t>capacity * self.bpm * sizeof(int16_t))
+        self.nzmask = <uint64_t*>malloc(<size_t>capacity * self.bpm * sizeof(uint64_t))
+        self.aclen = <uint16_t*>malloc(<size_t>capacity * self.bpm * sizeof(uint16_t))
+        self.acbits = <uint64_t*>malloc(<size_t>capacity * self.bpm * AC_WORDS * sizeof(uint64_t))
+        self.coef = <int16_t*>malloc(<size_t>capacity * self.bpm * 64 * sizeof(int16_t))
+        if (self.keys == NULL or self.hashes == NULL or self.slots == NULL or self.dc == NULL
+                or self.nzmask == NULL or self.aclen == NULL or self.acbits == NULL
+                or self.coef == NULL):
+            raise MemoryError()
+        self.clear()
+
+    def __dealloc__(self):
+        free(self.keys)
+        free(self.hashes)
+        free(self.slots)
+        free(self.dc)
+        free(self.nzmask)
+        free(self.aclen)
+        free(self.acbits)
+        free(self.coef)
+
+    def clear(self):
+        memset(self.slots, 0xFF, <size_t>self.nslots * sizeof(int32_t))
+        self.count = 0
+
+    def __len__(self):
+        return self.count
+
+    cdef int find(self, const uint8_t* key, uint64_t h) noexcept nogil:
+        cdef uint64_t mask = <uint64_t>(self.nslots - 1)
+        cdef uint64_t i = h & mask
+        cdef int32_t e
+        while True:
+            e = self.slots[i]
+            if e < 0:
+                return -1
+            if self.hashes[e] == h and memcmp(self.keys + <size_t>e * self.key_len, key,
+                                              self.key_len) == 0:
+                return e
+            i = (i + 1) & mask
+
+    cdef int insert(self, const uint8_t* key, uint64_t h) noexcept nogil:
+        """A new entry for key (not present); its block data is for the caller to fill."""
+        cdef uint64_t mask = <uint64_t>(self.nslots - 1)
+        cdef uint64_t i
+        cdef int32_t e
+        if self.count == self.cap:
+            memset(self.slots, 0xFF, <size_t>self.nslots * sizeof(int32_t))
+            self.count = 0
+        e = self.count
+        self.count += 1
+        memcpy(self.keys + <size_t>e * self.key_len, key, self.key_len)
+        self.hashes[e] = h
+        i = h & mask
+        while self.slots[i] >= 0:
+            i = (i + 1) & mask
+        self.slots[i] = e
+        return e
 
 
 cdef class Stream:
@@ -210,6 +340,10 @@ cdef class Stream:
     cdef uint64_t* nzmask     # per block, bit k set when AC coefficient k is non-zero
     cdef uint64_t* acbits     # per block, its AC Huffman bits (MSB first), AC_WORDS words
     cdef uint16_t* aclen      # per block, how many; AC_UNCACHED when they did not fit
+    cdef uint32_t* rowbits    # per MCU row, its coded bits (before byte stuffing)
+    cdef int32_t* row_nbits   # per MCU row, how many bits
+    cdef int32_t* row_dc      # per MCU row, DC predictors (3) before and (3) after it
+    cdef uint8_t* row_ok      # per MCU row, whether rowbits is current
     cdef uint8_t* prev
     cdef uint8_t* out
     cdef Py_ssize_t out_cap, header_len
@@ -222,6 +356,10 @@ cdef class Stream:
         self.nzmask = NULL
         self.acbits = NULL
         self.aclen = NULL
+        self.rowbits = NULL
+        self.row_nbits = NULL
+        self.row_dc = NULL
+        self.row_ok = NULL
         self.prev = NULL
         self.out = NULL
 
@@ -277,8 +415,15 @@ cdef class Stream:
         self.out = <uint8_t*>malloc(self.out_cap)
         if self.out != NULL:
             memcpy(self.out, <const char*>header, self.header_len)
-        if self.acbits == NULL or self.aclen == NULL:
+        self.rowbits = <uint32_t*>malloc(<size_t>self.nblocks * ROW_WORDS_PER_BLOCK
+                                         * sizeof(uint32_t))
+        self.row_nbits = <int32_t*>malloc(self.mcus_y * sizeof(int32_t))
+        self.row_dc = <int32_t*>malloc(self.mcus_y * 6 * sizeof(int32_t))
+        self.row_ok = <uint8_t*>malloc(self.mcus_y)
+        if self.acbits == NULL or self.aclen == NULL or self.rowbits == NULL \
+                or self.row_nbits == NULL or self.row_dc == NULL or self.row_ok == NULL:
             raise MemoryError()
+        memset(self.row_ok, 0, self.mcus_y)
         if self.coef == NULL or self.dc == NULL or self.nzmask == NULL or self.prev == NULL or self.out == NULL:
             raise MemoryError()
         self.valid = False
@@ -289,6 +434,10 @@ cdef class Stream:
         free(self.dc)
         free(self.acbits)
         free(self.aclen)
+        free(self.rowbits)
+        free(self.row_nbits)
+        free(self.row_dc)
+        free(self.row_ok)
         free(self.nzmask)
         free(self.prev)
         free(self.out)
@@ -297,27 +446,32 @@ cdef class Stream:
         """Drop the previous frame: the next encode transforms every MCU."""
         self.valid = False
 
-    def encode(self, const unsigned char[:, :, ::1] frame):
-        """The JPEG file (the header given, the scan, EOI) of an (H, W, C) uint8 frame."""
+    def encode(self, const unsigned char[:, :, ::1] frame, BlockCache cache=None):
+        """The JPEG file (the header given, the scan, EOI) of an (H, W, C) uint8 frame.
+
+        ``cache``: a BlockCache made for this stream's tables and channel count, or None."""
         cdef Py_ssize_t n
         if frame.shape[0] != self.H or frame.shape[1] != self.W or frame.shape[2] != self.C:
             raise ValueError(f"frame shape {tuple(frame.shape)[:3]} does not match the stream's "
                              f"({self.H}, {self.W}, {self.C})")
+        if cache is not None and cache.bpm != self.bpm:
+            raise ValueError("cache: made for another channel count")
         with nogil:
-            self._update(&frame[0, 0, 0])
+            self._update(&frame[0, 0, 0], cache)
             n = self._huffman()
             self.out[n] = 0xFF
             self.out[n + 1] = 0xD9
         return PyBytes_FromStringAndSize(<char*>self.out, n + 2)
 
-    cdef void _update(self, const uint8_t* src) noexcept nogil:
+    cdef void _update(self, const uint8_t* src, BlockCache cache) noexcept nogil:
         cdef int my, mx, y, y0, y1, x0, x1
         cdef Py_ssize_t row = <Py_ssize_t>self.W * self.C
         cdef bint changed
         if not self.valid:
+            memset(self.row_ok, 0, self.mcus_y)
             for my in range(self.mcus_y):
                 for mx in range(self.mcus_x):
-                    self._mcu(src, mx, my)
+                    self._mcu(src, mx, my, cache)
             memcpy(self.prev, src, <size_t>self.H * row)
             self.valid = True
             return
@@ -336,11 +490,61 @@ cdef class Stream:
                         changed = True
                         break
                 if changed:
-                    self._mcu(src, mx, my)
+                    self._mcu(src, mx, my, cache)
+                    self.row_ok[my] = 0
             memcpy(self.prev + y0 * row, src + y0 * row, <size_t>((y1 - y0) * row))
 
-    cdef void _mcu(self, const uint8_t* src, int mx, int my) noexcept nogil:
-        """Transform and quantize the blocks of one MCU into the block cache."""
+    cdef void _mcu(self, const uint8_t* src, int mx, int my, BlockCache cache) noexcept nogil:
+        """The blocks of one MCU, from the cache when its pixels were seen before."""
+        cdef uint8_t key[768]
+        cdef Py_ssize_t row = <Py_ssize_t>self.W * self.C
+        cdef int j, e, n = self.mcu_w * self.C, first = (my * self.mcus_x + mx) * self.bpm
+        cdef uint64_t h
+        cdef bint inside = (cache is not None and (mx + 1) * self.mcu_w <= self.W
+                            and (my + 1) * self.mcu_h <= self.H)
+        self.mcus_encoded += 1
+        if not inside or (self.C == 3 and self._uniform(src + my * 16 * row + mx * 48, row)):
+            self._transform(src, mx, my)   # edge MCUs; one-colour MCUs are quicker than a lookup
+            return
+        for j in range(self.mcu_h):
+            memcpy(key + j * n, src + (my * self.mcu_h + j) * row + mx * n, n)
+        h = hash_bytes(key, n * self.mcu_h)
+        e = cache.find(key, h)
+        if e >= 0:
+            cache.hits += 1
+            self._blocks_from(cache, e, first)
+            return
+        cache.misses += 1
+        self._transform(src, mx, my)
+        e = cache.insert(key, h)
+        self._blocks_to(cache, e, first)
+
+    cdef void _blocks_from(self, BlockCache c, int e, int first) noexcept nogil:
+        cdef int k, b = self.bpm
+        memcpy(self.dc + first, c.dc + e * b, b * sizeof(int16_t))
+        memcpy(self.nzmask + first, c.nzmask + e * b, b * sizeof(uint64_t))
+        memcpy(self.aclen + first, c.aclen + e * b, b * sizeof(uint16_t))
+        memcpy(self.acbits + first * AC_WORDS, c.acbits + e * b * AC_WORDS,
+               b * AC_WORDS * sizeof(uint64_t))
+        for k in range(b):  # coefficients are read only for blocks whose bits did not fit
+            if self.aclen[first + k] == AC_UNCACHED:
+                memcpy(self.coef + (first + k) * 64, c.coef + (e * b + k) * 64,
+                       64 * sizeof(int16_t))
+
+    cdef void _blocks_to(self, BlockCache c, int e, int first) noexcept nogil:
+        cdef int k, b = self.bpm
+        memcpy(c.dc + e * b, self.dc + first, b * sizeof(int16_t))
+        memcpy(c.nzmask + e * b, self.nzmask + first, b * sizeof(uint64_t))
+        memcpy(c.aclen + e * b, self.aclen + first, b * sizeof(uint16_t))
+        memcpy(c.acbits + e * b * AC_WORDS, self.acbits + first * AC_WORDS,
+               b * AC_WORDS * sizeof(uint64_t))
+        for k in range(b):
+            if self.aclen[first + k] == AC_UNCACHED:
+                memcpy(c.coef + (e * b + k) * 64, self.coef + (first + k) * 64,
+                       64 * sizeof(int16_t))
+
+    cdef void _transform(self, const uint8_t* src, int mx, int my) noexcept nogil:
+        """Transform and quantize the blocks of one MCU into the stream's block arrays."""
         cdef int32_t ybuf[256]
         cdef int32_t cb[256]
         cdef int32_t cr[256]
@@ -352,7 +556,6 @@ cdef class Stream:
         cdef Py_ssize_t row = <Py_ssize_t>self.W * self.C
         cdef const uint8_t* p
         cdef int first = (my * self.mcus_x + mx) * self.bpm
-        self.mcus_encoded += 1
         if self.C == 1:
             for j in range(8):
                 sy = min(my * 8 + j, self.H - 1)
@@ -514,20 +717,64 @@ cdef class Stream:
         return <int16_t>((m ^ sign) - sign)
 
     cdef Py_ssize_t _huffman(self) noexcept nogil:
+        """Entropy-code the scan after the header. An MCU row none of whose MCUs changed, and
+        which starts from the same DC predictors as when it was coded, is copied from its
+        cached bits; other rows are coded into their cache first."""
         cdef BitWriter w
-        cdef uint64_t mask
-        cdef int comp, blk, j, k, prev_k, run, nbits, t, dct, act, length, i
-        cdef int32_t v, v2
+        cdef WordWriter rw
+        cdef int r, c, nwords, tail, i
         cdef int last_dc[3]
-        cdef int16_t* zz
-        cdef uint64_t* words
-        cdef uint32_t chunk
+        cdef int row_words = self.mcus_x * self.bpm * ROW_WORDS_PER_BLOCK
+        cdef uint32_t* words
         w.acc = 0
         w.nacc = 0
         w.n = self.header_len
         w.out = self.out
         last_dc[0] = 0; last_dc[1] = 0; last_dc[2] = 0
-        for blk in range(self.nblocks):
+        for r in range(self.mcus_y):
+            words = self.rowbits + <Py_ssize_t>r * row_words
+            if not (self.row_ok[r] and self.row_dc[6 * r] == last_dc[0]
+                    and self.row_dc[6 * r + 1] == last_dc[1]
+                    and self.row_dc[6 * r + 2] == last_dc[2]):
+                for c in range(3):
+                    self.row_dc[6 * r + c] = last_dc[c]
+                rw.acc = 0
+                rw.nacc = 0
+                rw.n = 0
+                rw.out = words
+                self._code_row(r, &rw, last_dc)
+                self.row_nbits[r] = <int32_t>(rw.n * 32 + rw.nacc)
+                if rw.nacc:
+                    words[rw.n] = <uint32_t>(rw.acc << (32 - rw.nacc))
+                for c in range(3):
+                    self.row_dc[6 * r + 3 + c] = last_dc[c]
+                self.row_ok[r] = 1
+            else:
+                for c in range(3):
+                    last_dc[c] = self.row_dc[6 * r + 3 + c]
+            nwords = self.row_nbits[r] >> 5
+            tail = self.row_nbits[r] & 31
+            for i in range(nwords):
+                put_bits(&w, words[i], 32)
+            if tail:
+                put_bits(&w, words[nwords] >> (32 - tail), tail)
+        flush_bytes(&w)
+        # Pad the last byte with 1 bits.
+        if w.nacc > 0:
+            put_bits(&w, 0x7F, 7)
+            flush_bytes(&w)
+        return w.n
+
+    cdef void _code_row(self, int r, WordWriter* w, int* last_dc) noexcept nogil:
+        """Huffman-code the blocks of MCU row r (no byte stuffing: that is done on output)."""
+        cdef uint64_t mask
+        cdef int comp, blk, j, k, prev_k, run, nbits, t, dct, act, length, i
+        cdef int32_t v, v2
+        cdef int16_t* zz
+        cdef uint64_t* words
+        cdef uint32_t chunk
+        cdef int per_row = self.mcus_x * self.bpm
+        for blk in range(r * per_row, (r + 1) * per_row):
             j = blk % self.bpm
             comp = 0 if j < 4 else j - 3
             dct = self.comp_dc[comp]
@@ -539,9 +786,9 @@ cdef class Stream:
                 v = -v
                 v2 = v2 - 1
             nbits = vg_bitlen(<uint32_t>v)
-            put_bits(&w, self.dc_code[dct][nbits], self.dc_size[dct][nbits])
+            ww_put(w, self.dc_code[dct][nbits], self.dc_size[dct][nbits])
             if nbits:
-                put_bits(&w, <uint32_t>v2 & ((1u << nbits) - 1), nbits)
+                ww_put(w, <uint32_t>v2 & ((1u << nbits) - 1), nbits)
             length = self.aclen[blk]
             if length != AC_UNCACHED:
                 words = self.acbits + blk * AC_WORDS
@@ -550,10 +797,10 @@ cdef class Stream:
                     chunk = <uint32_t>(words[i >> 1] >> 32) if (i & 1) == 0 \
                         else <uint32_t>words[i >> 1]
                     if length >= 32:
-                        put_bits(&w, chunk, 32)
+                        ww_put(w, chunk, 32)
                         length -= 32
                     else:
-                        put_bits(&w, chunk >> (32 - length), length)
+                        ww_put(w, chunk >> (32 - length), length)
                         length = 0
                     i += 1
                 continue
@@ -566,7 +813,7 @@ cdef class Stream:
                 run = k - prev_k - 1
                 prev_k = k
                 while run > 15:
-                    put_bits(&w, self.ac_code[act][0xF0], self.ac_size[act][0xF0])
+                    ww_put(w, self.ac_code[act][0xF0], self.ac_size[act][0xF0])
                     run -= 16
                 v = zz[k]
                 v2 = v
@@ -575,14 +822,7 @@ cdef class Stream:
                     v2 = v2 - 1
                 nbits = vg_bitlen(<uint32_t>v)
                 t = (run << 4) + nbits
-                put_bits(&w, self.ac_code[act][t], self.ac_size[act][t])
-                put_bits(&w, <uint32_t>v2 & ((1u << nbits) - 1), nbits)
+                ww_put(w, self.ac_code[act][t], self.ac_size[act][t])
+                ww_put(w, <uint32_t>v2 & ((1u << nbits) - 1), nbits)
             if prev_k != 63:
-                put_bits(&w, self.ac_code[act][0], self.ac_size[act][0])
-        flush_bytes(&w)
-        # Pad the last byte with 1 bits.
-        if w.nacc > 0:
-            put_bits(&w, 0x7F, 7)
-            flush_bytes(&w)
-        return w.n
-
+                ww_put(w, self.ac_code[act][0], self.ac_size[act][0])

@@ -57,6 +57,10 @@ class _Layout:
         self.sampling: list[tuple[int, int]] = []
         self.supported = True
         self._parse()
+        # Everything an MCU's coded blocks depend on besides its pixels.
+        self.table_key = (channels, self.qtables.tobytes(), tuple(self.comp_q),
+                          tuple(self.comp_dc), tuple(self.comp_ac), self.dc_code.tobytes(),
+                          self.dc_size.tobytes(), self.ac_code.tobytes(), self.ac_size.tobytes())
 
     def _parse(self) -> None:
         data = self.header
@@ -190,6 +194,20 @@ def _layout(height: int, width: int, channels: int, quality: int):
     return layout
 
 
+_THREAD_CACHES = threading.local()
+
+
+def _block_cache(layout: _Layout):
+    """This thread's MCU cache for the layout's tables (shared by all frame sizes)."""
+    caches = getattr(_THREAD_CACHES, "caches", None)
+    if caches is None:
+        caches = _THREAD_CACHES.caches = {}
+    cache = caches.get(layout.table_key)
+    if cache is None:
+        cache = caches[layout.table_key] = _jpeg.BlockCache(layout.channels)
+    return cache
+
+
 def _new_stream(layout: _Layout, height: int, width: int):
     return _jpeg.Stream(height, width, layout.channels, layout.qtables, layout.comp_q,
                         layout.comp_dc, layout.comp_ac, layout.dc_code, layout.dc_size,
@@ -204,7 +222,7 @@ class JpegStream:
     starts over). Not thread-safe: one stream per thread.
     """
 
-    __slots__ = ("quality", "_key", "_stream", "_layout")
+    __slots__ = ("quality", "_key", "_stream", "_layout", "_cache", "_thread")
 
     def __init__(self, quality: int = _PIL_DEFAULT_QUALITY):
         if isinstance(quality, bool) or not isinstance(quality, (int, np.integer)) \
@@ -214,6 +232,8 @@ class JpegStream:
         self._key = None
         self._stream = None
         self._layout = None
+        self._cache = None
+        self._thread = None
 
     def reset(self) -> None:
         """Forget the previous frame (the next encode transforms every MCU)."""
@@ -223,9 +243,9 @@ class JpegStream:
     def encode(self, frame: np.ndarray) -> bytes:
         stream = self._stream
         if stream is not None and isinstance(frame, np.ndarray) and frame.ndim == 3 \
-                and frame.shape == self._key \
-                and frame.dtype == np.uint8 and frame.flags.c_contiguous:
-            return stream.encode(frame)  # the common case: an RGB frame of the last size
+                and frame.shape == self._key and frame.dtype == np.uint8 \
+                and frame.flags.c_contiguous and self._thread == threading.get_ident():
+            return stream.encode(frame, self._cache)  # the common case: same size, same thread
         if not (isinstance(frame, np.ndarray) and frame.dtype == np.uint8
                 and (frame.ndim == 2 or (frame.ndim == 3 and frame.shape[2] in (1, 3)))
                 and frame.shape[0] > 0 and frame.shape[1] > 0):
@@ -244,7 +264,10 @@ class JpegStream:
             self._key = key
         if self._stream is None:
             return pillow_jpeg(frame, self.quality)
-        return self._stream.encode(np.ascontiguousarray(frame).reshape(height, width, channels))
+        self._thread = threading.get_ident()
+        self._cache = _block_cache(self._layout)
+        return self._stream.encode(np.ascontiguousarray(frame).reshape(height, width, channels),
+                                   self._cache)
 
     @property
     def mcus_encoded(self) -> int:

@@ -175,3 +175,21 @@ def test_stream_quality_must_match_the_call():
     frame = np.zeros((8, 8, 3), np.uint8)
     with pytest.raises(ValueError, match="stream"):
         encode_jpeg(frame, 336, 50, stream=JpegStream(75))
+
+
+def test_unchanged_rows_after_a_dc_change_are_recoded():
+    """Row caching: a row whose pixels did not change must still be coded again when the
+    DC predictors it starts from changed (the row above ends on a different DC)."""
+    rng = np.random.default_rng(9)
+    frame = rng.integers(0, 256, (48, 48, 3), dtype=np.uint8)   # 3 x 3 MCUs
+    stream = JpegStream()
+    assert stream.encode(frame) == pillow_jpeg(frame)
+    frame[:16, 32:48] = 17          # last MCU of row 0 becomes flat: its DCs change
+    assert stream.encode(frame) == pillow_jpeg(frame)
+    frame[:16, 32:48] = 201         # and again, with the other rows still the same
+    assert stream.encode(frame) == pillow_jpeg(frame)
+    gray = rng.integers(0, 256, (24, 24), dtype=np.uint8)
+    stream = JpegStream()
+    assert stream.encode(gray) == pillow_jpeg(gray)
+    gray[:8, 16:] = 3
+    assert stream.encode(gray) == pillow_jpeg(gray)
