@@ -23,6 +23,7 @@ ends with the final state (6); text mode works with a history window (the refere
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -42,8 +43,7 @@ import numpy as np
 from ..core import make
 from ..core.registry import spec as env_spec
 from .agents import Agent, Episode, Turn
-from ..render.jpeg import JpegStream
-from .imaging import data_url, encode_jpeg_b64
+from .imaging import data_url, encode_jpeg_b64, frame_encoder
 from .replies import extract_action, extract_think
 from .splits import EpisodeSpec
 
@@ -186,7 +186,8 @@ class StepResult:
 class TaskStepper:
     """One BatchEnv shared by the in-flight episodes of an env id; steps are micro-batched."""
 
-    def __init__(self, env_id: str, slots: int, max_steps: int, make_kwargs: dict | None = None):
+    def __init__(self, env_id: str, slots: int, max_steps: int, make_kwargs: dict | None = None,
+                 max_long_side: int | None = 336):
         self.env = make(env_id, num_envs=slots, autoreset="disabled", max_steps=max_steps,
                         **(make_kwargs or {}))
         self.env.reset(seeds=list(range(slots)))
@@ -198,7 +199,8 @@ class TaskStepper:
         self.calls = 0
         # One incremental JPEG encoder per slot: an episode's consecutive observations differ
         # in a few MCUs (same bytes as Pillow, see render/jpeg.py).
-        self.encoders = [JpegStream() for _ in range(slots)]
+        self.encoders = [frame_encoder(self.env.frames.shape[1:], max_long_side)
+                         for _ in range(slots)]
 
     def acquire(self) -> int:
         return self.free.pop()
@@ -341,7 +343,8 @@ class Runner:
     def _stepper(self, episode: EpisodeSpec, slots: int, budget: int) -> TaskStepper:
         key = (episode.env_id, json.dumps(episode.make_kwargs, sort_keys=True))
         if key not in self._steppers:
-            self._steppers[key] = TaskStepper(episode.env_id, slots, budget, episode.make_kwargs)
+            self._steppers[key] = TaskStepper(episode.env_id, slots, budget, episode.make_kwargs,
+                                              self.config.max_long_side)
         return self._steppers[key]
 
     def _budget(self, episode: EpisodeSpec) -> int:
@@ -391,14 +394,18 @@ class Runner:
             messages = [first] + messages[1:]
         return messages
 
-    def _encode_timed(self, frame, stream=None) -> tuple[str, float]:
+    def _encode_timed(self, frame, encoder=None) -> tuple[str, float]:
         t0 = time.perf_counter()
-        b64 = encode_jpeg_b64(frame, self.config.max_long_side, stream=stream)
+        if encoder is None:
+            b64 = encode_jpeg_b64(frame, self.config.max_long_side)
+        else:
+            b64 = base64.b64encode(encoder(frame)).decode("ascii")
         return b64, time.perf_counter() - t0
 
-    async def _encode(self, frame, stream=None) -> str:
-        """Encode an observation; its time counts as loop overhead."""
-        b64, seconds = self._encode_timed(frame, stream)
+    async def _encode(self, frame, encoder=None) -> str:
+        """Encode an observation (with the slot's incremental encoder when given); its time
+        counts as loop overhead."""
+        b64, seconds = self._encode_timed(frame, encoder)
         self.overhead_s += seconds
         return b64
 
