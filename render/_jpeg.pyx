@@ -54,7 +54,7 @@ DEF FIX_CR_B = 5329      # 0.08131
 
 # The accurate integer DCT's constants (13 fraction bits).
 DEF CONST_BITS = 13
-DEF AC_WORDS = 4           # cached AC bits per block: 256 (longer blocks are coded each time)
+DEF AC_WORDS = 8           # cached AC bits per block: 256 (longer blocks are coded each time)
 DEF AC_UNCACHED = 0xFFFF
 DEF ROW_WORDS_PER_BLOCK = 64  # 2048 bits: more than a baseline block can take (~1700)
 DEF PASS1_BITS = 2
@@ -182,28 +182,6 @@ cdef inline void ww_put(WordWriter* w, uint32_t code, int size) noexcept nogil:
         w.n += 1
 
 
-cdef struct BitBuffer:
-    uint64_t* words
-    int n
-    int cap
-
-
-cdef inline bint buf_put(BitBuffer* b, uint32_t code, int size) noexcept nogil:
-    """Append ``size`` (<= 32) bits MSB-first to a zeroed word buffer; False when full."""
-    cdef int i = b.n >> 6, off = b.n & 63
-    if b.n + size > b.cap:
-        return False
-    if size == 0:
-        return True
-    if off + size <= 64:
-        b.words[i] |= (<uint64_t>code) << (64 - off - size)
-    else:
-        b.words[i] |= (<uint64_t>code) >> (off + size - 64)
-        b.words[i + 1] |= (<uint64_t>code) << (128 - off - size)
-    b.n += size
-    return True
-
-
 cdef inline uint64_t hash_bytes(const uint8_t* p, int n) noexcept nogil:
     """64-bit multiply-xor hash of n bytes (n a multiple of 32), four independent lanes."""
     cdef uint64_t h0 = 0x9E3779B97F4A7C15ULL, h1 = 0xC2B2AE3D27D4EB4FULL
@@ -240,7 +218,7 @@ cdef class BlockCache:
     cdef int16_t* dc
     cdef uint64_t* nzmask
     cdef uint16_t* aclen
-    cdef uint64_t* acbits
+    cdef uint32_t* acbits
     cdef int16_t* coef
     cdef public long long hits, misses
 
@@ -259,7 +237,7 @@ cdef class BlockCache:
         self.dc = <int16_t*>malloc(<size_t>capacity * self.bpm * sizeof(int16_t))
         self.nzmask = <uint64_t*>malloc(<size_t>capacity * self.bpm * sizeof(uint64_t))
         self.aclen = <uint16_t*>malloc(<size_t>capacity * self.bpm * sizeof(uint16_t))
-        self.acbits = <uint64_t*>malloc(<size_t>capacity * self.bpm * AC_WORDS * sizeof(uint64_t))
+        self.acbits = <uint32_t*>malloc(<size_t>capacity * self.bpm * AC_WORDS * sizeof(uint32_t))
         self.coef = <int16_t*>malloc(<size_t>capacity * self.bpm * 64 * sizeof(int16_t))
         if (self.keys == NULL or self.hashes == NULL or self.slots == NULL or self.dc == NULL
                 or self.nzmask == NULL or self.aclen == NULL or self.acbits == NULL
@@ -338,7 +316,7 @@ cdef class Stream:
     cdef int16_t* coef        # per block, 64 quantized coefficients in zigzag order (AC used)
     cdef int16_t* dc          # per block, its quantized DC (kept apart: flat blocks read only this)
     cdef uint64_t* nzmask     # per block, bit k set when AC coefficient k is non-zero
-    cdef uint64_t* acbits     # per block, its AC Huffman bits (MSB first), AC_WORDS words
+    cdef uint32_t* acbits     # per block, its AC Huffman bits (MSB first), AC_WORDS words
     cdef uint16_t* aclen      # per block, how many; AC_UNCACHED when they did not fit
     cdef uint32_t* rowbits    # per MCU row, its coded bits (before byte stuffing)
     cdef int32_t* row_nbits   # per MCU row, how many bits
@@ -404,7 +382,7 @@ cdef class Stream:
         self.coef = <int16_t*>malloc(self.nblocks * 64 * sizeof(int16_t))
         self.nzmask = <uint64_t*>malloc(self.nblocks * sizeof(uint64_t))
         self.dc = <int16_t*>malloc(self.nblocks * sizeof(int16_t))
-        self.acbits = <uint64_t*>malloc(self.nblocks * AC_WORDS * sizeof(uint64_t))
+        self.acbits = <uint32_t*>malloc(self.nblocks * AC_WORDS * sizeof(uint32_t))
         self.aclen = <uint16_t*>malloc(self.nblocks * sizeof(uint16_t))
         self.prev = <uint8_t*>malloc(<size_t>height * width * channels)
         # Worst case per block: DC (11 + 11 bits) and 63 AC codes of at most 16 + 10 bits, each
@@ -525,7 +503,7 @@ cdef class Stream:
         memcpy(self.nzmask + first, c.nzmask + e * b, b * sizeof(uint64_t))
         memcpy(self.aclen + first, c.aclen + e * b, b * sizeof(uint16_t))
         memcpy(self.acbits + first * AC_WORDS, c.acbits + e * b * AC_WORDS,
-               b * AC_WORDS * sizeof(uint64_t))
+               b * AC_WORDS * sizeof(uint32_t))
         for k in range(b):  # coefficients are read only for blocks whose bits did not fit
             if self.aclen[first + k] == AC_UNCACHED:
                 memcpy(self.coef + (first + k) * 64, c.coef + (e * b + k) * 64,
@@ -537,7 +515,7 @@ cdef class Stream:
         memcpy(c.nzmask + e * b, self.nzmask + first, b * sizeof(uint64_t))
         memcpy(c.aclen + e * b, self.aclen + first, b * sizeof(uint16_t))
         memcpy(c.acbits + e * b * AC_WORDS, self.acbits + first * AC_WORDS,
-               b * AC_WORDS * sizeof(uint64_t))
+               b * AC_WORDS * sizeof(uint32_t))
         for k in range(b):
             if self.aclen[first + k] == AC_UNCACHED:
                 memcpy(c.coef + (e * b + k) * 64, self.coef + (first + k) * 64,
@@ -675,26 +653,40 @@ cdef class Stream:
 
     cdef void _ac_bits(self, int index) noexcept nogil:
         """Huffman-code the block's AC coefficients (runs, values, EOB) once, for every later
-        frame in which the block does not change."""
-        cdef BitBuffer b
+        frame in which the block does not change; blocks longer than AC_WORDS words are coded
+        from their coefficients each time instead."""
+        cdef uint32_t buf[ROW_WORDS_PER_BLOCK + 1]
+        cdef WordWriter w
+        cdef int total
+        w.acc = 0
+        w.nacc = 0
+        w.n = 0
+        w.out = buf
+        self._code_ac(index, &w)
+        total = <int>(w.n * 32 + w.nacc)
+        if total > AC_WORDS * 32:
+            self.aclen[index] = AC_UNCACHED
+            return
+        if w.nacc:
+            buf[w.n] = <uint32_t>(w.acc << (32 - w.nacc))
+        memcpy(self.acbits + index * AC_WORDS, buf, ((total + 31) >> 5) * sizeof(uint32_t))
+        self.aclen[index] = <uint16_t>total
+
+    cdef void _code_ac(self, int index, WordWriter* w) noexcept nogil:
+        """The AC part of a block: zero runs, values, ZRL and EOB codes."""
         cdef uint64_t mask = self.nzmask[index]
         cdef int16_t* zz = self.coef + index * 64
         cdef int j = index % self.bpm
         cdef int act = self.comp_ac[0 if j < 4 else j - 3]
         cdef int k, prev_k = 0, run, nbits, t
         cdef int32_t v, v2
-        cdef bint ok = True
-        b.words = self.acbits + index * AC_WORDS
-        b.n = 0
-        b.cap = AC_WORDS * 64
-        memset(b.words, 0, AC_WORDS * sizeof(uint64_t))
-        while mask and ok:
+        while mask:
             k = vg_ctz64(mask)
             mask &= mask - 1
             run = k - prev_k - 1
             prev_k = k
-            while run > 15 and ok:
-                ok = buf_put(&b, self.ac_code[act][0xF0], self.ac_size[act][0xF0])
+            while run > 15:
+                ww_put(w, self.ac_code[act][0xF0], self.ac_size[act][0xF0])
                 run -= 16
             v = zz[k]
             v2 = v
@@ -703,11 +695,10 @@ cdef class Stream:
                 v2 = v2 - 1
             nbits = vg_bitlen(<uint32_t>v)
             t = (run << 4) + nbits
-            ok = ok and buf_put(&b, self.ac_code[act][t], self.ac_size[act][t])
-            ok = ok and buf_put(&b, <uint32_t>v2 & ((1u << nbits) - 1), nbits)
-        if ok and prev_k != 63:
-            ok = buf_put(&b, self.ac_code[act][0], self.ac_size[act][0])
-        self.aclen[index] = <uint16_t>b.n if ok else AC_UNCACHED
+            ww_put(w, self.ac_code[act][t], self.ac_size[act][t])
+            ww_put(w, <uint32_t>v2 & ((1u << nbits) - 1), nbits)
+        if prev_k != 63:
+            ww_put(w, self.ac_code[act][0], self.ac_size[act][0])
 
     cdef inline int16_t _quantize(self, int32_t v, int table, int k) noexcept nogil:
         """round(v / (8 q)) half away from zero, q the k-th (zigzag) quantizer; branch-free."""
@@ -767,18 +758,14 @@ cdef class Stream:
 
     cdef void _code_row(self, int r, WordWriter* w, int* last_dc) noexcept nogil:
         """Huffman-code the blocks of MCU row r (no byte stuffing: that is done on output)."""
-        cdef uint64_t mask
-        cdef int comp, blk, j, k, prev_k, run, nbits, t, dct, act, length, i
+        cdef int comp, blk, j, nbits, dct, length, i
         cdef int32_t v, v2
-        cdef int16_t* zz
-        cdef uint64_t* words
-        cdef uint32_t chunk
+        cdef uint32_t* words
         cdef int per_row = self.mcus_x * self.bpm
         for blk in range(r * per_row, (r + 1) * per_row):
             j = blk % self.bpm
             comp = 0 if j < 4 else j - 3
             dct = self.comp_dc[comp]
-            act = self.comp_ac[comp]
             v = self.dc[blk] - last_dc[comp]
             last_dc[comp] = self.dc[blk]
             v2 = v
@@ -790,39 +777,11 @@ cdef class Stream:
             if nbits:
                 ww_put(w, <uint32_t>v2 & ((1u << nbits) - 1), nbits)
             length = self.aclen[blk]
-            if length != AC_UNCACHED:
-                words = self.acbits + blk * AC_WORDS
-                i = 0
-                while length > 0:  # 32-bit chunks, high half of each word first
-                    chunk = <uint32_t>(words[i >> 1] >> 32) if (i & 1) == 0 \
-                        else <uint32_t>words[i >> 1]
-                    if length >= 32:
-                        ww_put(w, chunk, 32)
-                        length -= 32
-                    else:
-                        ww_put(w, chunk >> (32 - length), length)
-                        length = 0
-                    i += 1
+            if length == AC_UNCACHED:
+                self._code_ac(blk, w)
                 continue
-            mask = self.nzmask[blk]
-            prev_k = 0
-            zz = self.coef + blk * 64
-            while mask:
-                k = vg_ctz64(mask)
-                mask &= mask - 1
-                run = k - prev_k - 1
-                prev_k = k
-                while run > 15:
-                    ww_put(w, self.ac_code[act][0xF0], self.ac_size[act][0xF0])
-                    run -= 16
-                v = zz[k]
-                v2 = v
-                if v < 0:
-                    v = -v
-                    v2 = v2 - 1
-                nbits = vg_bitlen(<uint32_t>v)
-                t = (run << 4) + nbits
-                ww_put(w, self.ac_code[act][t], self.ac_size[act][t])
-                ww_put(w, <uint32_t>v2 & ((1u << nbits) - 1), nbits)
-            if prev_k != 63:
-                ww_put(w, self.ac_code[act][0], self.ac_size[act][0])
+            words = self.acbits + blk * AC_WORDS
+            for i in range(length >> 5):
+                ww_put(w, words[i], 32)
+            if length & 31:
+                ww_put(w, words[length >> 5] >> (32 - (length & 31)), length & 31)

@@ -109,7 +109,7 @@ def test_non_contiguous_frames():
 
 @pytest.mark.parametrize("env_id", ["maze_2d/easy", "maze_2d/hard", "maze_3d/easy",
                                     "sliding_block/easy", "matchstick_equation/hard",
-                                    "matchstick_rotation/easy"])
+                                    "matchstick_rotation/easy", "fetch_reach/easy"])
 def test_episode_frames_through_encode_jpeg(env_id):
     """What the evaluation loop and the demos do: one stream per slot, frames resized to 336."""
     env = visgym.make(env_id, 2, autoreset="disabled")
