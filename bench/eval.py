@@ -10,11 +10,26 @@ reused with distinct keys when more than the split's 70 are asked for), and prin
 * the runner's own mean loop overhead per step (run.json ``loop_overhead_ms_per_step``: prompt
   building, JPEG encoding, reply parsing and this episode's share of the batched env step, not
   time spent waiting for the server);
+* the server's CPU seconds while the runner ran (``/proc/<pid>/stat`` utime + stime, read
+  before the server is stopped, its set-up excluded), so the split between client and server
+  is visible;
 * env ``step_calls`` against steps (the micro-batching), episodes, success rate and wall time.
 
-The ratio falls short of 1 for two reasons besides overhead: episodes differ in length (13 to 25
-steps here), so the last wave runs with fewer than ``concurrency`` requests in flight; and the
-server and the client share the machine's cores. ``--json FILE`` writes the figures as JSON.
+The server is ``fake_openai.py --fast`` by default (``--server full`` for the threaded test
+server). The bench measures the client, and the server shares the machine's cores with it: the
+full test server parses every request's JSON (the whole history, resent every turn) and decodes
+every image, which at 64 x 50 ms on 2 cores took 4.8-5.6 s of CPU out of an 11 s run. The fast
+server answers the same solver replies from the raw body (the first and last image data URLs
+looked up in the registered frames; asyncio, no JSON parsing, no image decoding) in 1.3-1.6 s,
+and the ratio rose by about 0.02-0.05 (success rate unchanged at 93%).
+
+The ratio falls short of 1 besides overhead because episodes differ in length (13 to 25 steps
+here), so the last wave runs with fewer than ``concurrency`` requests in flight (with the
+shipped maze_2d/easy split and 768 episodes this alone caps it at 0.93 with two processes), and
+because with ``--processes`` the child runners start later (a fresh interpreter importing
+visgym and openai and building its env, ~0.8 s) inside the timed run. ``--http-transport``
+picks the OpenAI agent's HTTP client (``auto``: the lean transport). ``--json FILE`` writes the
+figures as JSON.
 
 Needs a source checkout (the server lives in ``tests/``).
 """
@@ -34,14 +49,25 @@ from pathlib import Path
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "fake_openai.py"
 
 
-def _start_server(latency_ms: float, env_id: str, folder: str):
+def _cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (Linux /proc), None where unavailable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime, stime
+
+
+def _start_server(latency_ms: float, env_id: str, folder: str, server: str = "fast"):
     if not SERVER.exists():
         raise SystemExit(f"bench eval: {SERVER} not found (needs a source checkout)")
     port_file = os.path.join(folder, "port")
     log = open(os.path.join(folder, "server.log"), "w")
     proc = subprocess.Popen([sys.executable, str(SERVER), "--port-file", port_file,
                              "--policy", "solver", "--latency-ms", str(latency_ms),
-                             "--register", env_id, "--no-record"],
+                             "--register", env_id, "--no-record"]
+                            + ["--fast"] * (server == "fast"),
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while not os.path.exists(port_file):
@@ -65,17 +91,21 @@ def _episodes(task: str, split: str, n: int) -> list:
 
 
 def run(concurrency: int, latency_ms: float, episodes: int, task: str = "maze_2d",
-        split: str = "easy", out: str | None = None, processes: int = 1) -> dict:
+        split: str = "easy", out: str | None = None, processes: int = 1,
+        server: str = "fast", http_transport: str = "auto") -> dict:
     from ..bridges.agents import make_agent
     from ..bridges.evaluate import EvalConfig, run_eval
 
     with tempfile.TemporaryDirectory(prefix="visgym-bench-eval-") as folder:
-        proc, log, base_url = _start_server(latency_ms, f"{task}/{split}", folder)
+        proc, log, base_url = _start_server(latency_ms, f"{task}/{split}", folder, server)
+        server_cpu_start = _cpu_s(proc.pid)   # after the set-up (plans, frames)
+        server_cpu = None
         try:
             specs = _episodes(task, split, episodes)
             out_dir = out or os.path.join(folder, "run")
             agent = make_agent("openai", model="fake", base_url=base_url,
-                               api_key_env="VISGYM_BENCH_UNUSED_KEY", timeout_s=60.0)
+                               api_key_env="VISGYM_BENCH_UNUSED_KEY", timeout_s=60.0,
+                               http_transport=http_transport)
             # --concurrency is the total in flight, shared by the processes.
             config = EvalConfig(out=out_dir, split=split, gifs=False, progress=False,
                                 concurrency=max(1, concurrency // processes),
@@ -87,6 +117,9 @@ def run(concurrency: int, latency_ms: float, episodes: int, task: str = "maze_2d
                 info = json.load(f)
             with open(os.path.join(out_dir, "episodes.jsonl")) as f:
                 records = [json.loads(line) for line in f]
+            server_cpu_end = _cpu_s(proc.pid)
+            if server_cpu_start is not None and server_cpu_end is not None:
+                server_cpu = server_cpu_end - server_cpu_start
         finally:
             proc.terminate()
             try:
@@ -106,6 +139,8 @@ def run(concurrency: int, latency_ms: float, episodes: int, task: str = "maze_2d
         "requests_per_s": round(achieved, 2), "ideal_requests_per_s": round(ideal, 2),
         "ratio": round(achieved / ideal, 4) if ideal != float("inf") else None,
         "loop_overhead_ms_per_step": info["loop_overhead_ms_per_step"],
+        "server": server, "server_cpu_s": None if server_cpu is None else round(server_cpu, 2),
+        "http_transport": info.get("http_transport"), "client_shards": info.get("client_shards"),
         "success_rate": round(sum(r["success"] for r in records) / len(records), 4),
         "mean_steps": round(info["steps"] / len(records), 2),
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
@@ -123,13 +158,17 @@ def main(argv=None) -> int:
     parser.add_argument("--split", choices=["easy", "hard"], default="easy")
     parser.add_argument("--processes", type=int, default=1,
                         help="runner processes sharing the concurrency")
+    parser.add_argument("--server", choices=["fast", "full"], default="fast",
+                        help="fake server: fast (asyncio, reads the raw body) or full (the "
+                        "threaded test server that parses every body and decodes every image)")
+    parser.add_argument("--http-transport", choices=["auto", "lean", "httpx"], default="auto")
     parser.add_argument("--out", default=None, help="keep the run directory here")
     parser.add_argument("--json", default=None, help="write the figures to this file")
     args = parser.parse_args(argv)
     if args.concurrency < 1 or args.episodes < 1 or args.latency_ms < 0:
         parser.error("--concurrency and --episodes must be >= 1, --latency-ms >= 0")
     result = run(args.concurrency, args.latency_ms, args.episodes, args.task, args.split,
-                 args.out, args.processes)
+                 args.out, args.processes, args.server, args.http_transport)
     print(f"eval loop: {result['task']}, {result['episodes']} episodes, concurrency "
           f"{result['concurrency']} in {args.processes} process(es), server latency "
           f"{result['latency_ms']:g} ms "
@@ -139,6 +178,10 @@ def main(argv=None) -> int:
     print(f"  ratio                 {result['ratio']:10.3f}" if result["ratio"] is not None
           else "  ratio                        n/a")
     print(f"  loop overhead/step    {result['loop_overhead_ms_per_step']:10.3f} ms")
+    cpu = result["server_cpu_s"]
+    print(f"  server CPU s          {cpu:10.2f}  ({args.server} server; client: "
+          f"{result['http_transport']} transport, {result['client_shards']} client(s))"
+          if cpu is not None else "  server CPU s                 n/a")
     print(f"  env step calls        {result['step_calls']:10d}  for {result['steps']} steps")
     print(f"  success rate          {100 * result['success_rate']:9.1f}%  "
           f"(mean {result['mean_steps']} steps)")

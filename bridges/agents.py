@@ -36,7 +36,11 @@ CONTEXT_REPLY = "Error: Maximum context length is exceeded."
 IMAGES_REPLY = "Error: Total number of images exceeds the maximum context length"
 MAX_REPLY_CHARS = 32768
 MAX_RETRY_AFTER_S = 300.0   # the longest Retry-After we honour
-CLIENT_SHARDS = 8
+HTTP_TRANSPORTS = ("auto", "lean", "httpx")
+# Connection pools (clients) per agent, by transport. httpcore checks every pooled connection
+# on each request, so one pool of 64 connections costs ~64 checks per request: episodes are
+# spread over 8 clients by key. The lean transport takes an idle connection in O(1): one client.
+CLIENT_SHARDS = {"httpx": 8, "lean": 1}
 
 
 class AgentFatalError(ValueError):
@@ -202,15 +206,21 @@ def _is_context_error(text: str) -> str | None:
     return None
 
 
+DEFAULT_ENDPOINT = "https://api.openai.com/v1"
+
+
 class OpenAIAgent(Agent):
-    """Chat completions against any OpenAI-compatible endpoint."""
+    """Chat completions against any OpenAI-compatible endpoint. ``http_transport``: "lean"
+    (``http_transport.LeanTransport``, less client CPU per request), "httpx" (the SDK's own
+    stack; needed behind an HTTP proxy) or "auto" (lean unless a proxy variable applies to the
+    endpoint)."""
 
     name = "openai"
 
     def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  settings: GenerationSettings | None = None, timeout_s: float = 120.0,
                  max_attempts: int = 6, backoff_s: float = 1.0, max_backoff_s: float = 60.0,
-                 client=None):
+                 client=None, http_transport: str = "auto"):
         if not model:
             raise ValueError("--model: a model name is required for the openai agent")
         self.model = model
@@ -222,6 +232,10 @@ class OpenAIAgent(Agent):
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self._rng = random.Random()
+        if http_transport not in HTTP_TRANSPORTS:
+            raise ValueError(f"--http-transport: expected one of {', '.join(HTTP_TRANSPORTS)}; "
+                             f"got {http_transport!r}")
+        self.http_transport = http_transport if client is None else "custom"
         if client is None:
             import openai
 
@@ -232,20 +246,34 @@ class OpenAIAgent(Agent):
                 else:
                     raise ValueError(f"--api-key-env: environment variable {api_key_env} is not "
                                      "set (it must hold the API key for the endpoint)")
-            # Several clients, each with its own connection pool: httpx checks every pooled
-            # connection on each request, so one pool of 64 connections costs ~64 checks per
-            # request; episodes are spread over the clients by key.
+            if http_transport == "auto":
+                from .http_transport import proxy_applies
+
+                endpoint = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT
+                self.http_transport = "httpx" if proxy_applies(endpoint) else "lean"
             self.clients = [openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s,
-                                               max_retries=0) for _ in range(CLIENT_SHARDS)]
+                                               max_retries=0, http_client=self._http_client())
+                            for _ in range(CLIENT_SHARDS[self.http_transport])]
         else:
             self.clients = [client]
         self.client = self.clients[0]
 
+    def _http_client(self):
+        """The httpx client under one SDK client: None (the SDK's own) for the httpx transport;
+        for the lean one, an httpx client with the SDK's defaults around ``LeanTransport``."""
+        if self.http_transport != "lean":
+            return None
+        from .http_transport import LeanTransport, httpx
+
+        return httpx.AsyncClient(transport=LeanTransport(), timeout=self.timeout_s,
+                                 follow_redirects=True)
+
     def describe(self) -> dict:
         return {"agent": self.name, "model": self.model, "endpoint": redact_url(self.base_url)
-                or "https://api.openai.com/v1", "api_key_env": self.api_key_env,
+                or DEFAULT_ENDPOINT, "api_key_env": self.api_key_env,
                 "generation": {k: v for k, v in vars(self.settings).items()},
-                "timeout_s": self.timeout_s, "max_attempts": self.max_attempts}
+                "timeout_s": self.timeout_s, "max_attempts": self.max_attempts,
+                "http_transport": self.http_transport, "client_shards": len(self.clients)}
 
     async def aclose(self) -> None:
         for client in self.clients:
@@ -315,10 +343,7 @@ class OpenAIAgent(Agent):
         on every request, which was most of the client's CPU time at high concurrency. With a
         per-episode ``cache``, each message is JSON-encoded once for the whole episode (the
         history is resent every turn) and the body goes out as bytes."""
-        try:  # the HTTP library under the installed openai SDK (httpx, or httpx2 in openai 3)
-            import httpx2 as httpx
-        except ImportError:
-            import httpx
+        from .http_transport import httpx   # the SDK's HTTP library (httpx2 in openai 3)
 
         extra = dict(kwargs)
         fields = dict(extra.pop("extra_body", None) or {})
@@ -331,11 +356,13 @@ class OpenAIAgent(Agent):
             del encoded[len(messages):]
             for i, message in enumerate(messages):
                 if i >= len(encoded) or encoded[i][0] is not message:
-                    encoded[i:i + 1] = [(message, json.dumps(message, ensure_ascii=False))]
-            head = json.dumps({"model": self.model, **fields}, ensure_ascii=False)
-            body = (head[:-1] + (", " if len(head) > 2 else "") + '"messages": ['
-                    + ", ".join(e for _, e in encoded) + "]}")
-            response = await client.post("/chat/completions", content=body.encode("utf-8"),
+                    encoded[i:i + 1] = [(message, json.dumps(message, ensure_ascii=False)
+                                         .encode("utf-8"))]
+            head = json.dumps({"model": self.model, **fields}, ensure_ascii=False).encode("utf-8")
+            # One copy of the (growing) history per request: bytes joined once.
+            body = b"".join((head[:-1], b", " if len(head) > 2 else b"", b'"messages": [',
+                             b", ".join([e for _, e in encoded]), b"]}"))
+            response = await client.post("/chat/completions", content=body,
                                          cast_to=httpx.Response,
                                          options={"headers": {"Content-Type": "application/json"}})
         else:
@@ -460,5 +487,6 @@ def _build_agent(kind: str, options: dict) -> Agent:
                            timeout_s=options.get("timeout_s", 120.0),
                            max_attempts=options.get("max_attempts", 6),
                            backoff_s=options.get("backoff_s", 1.0),
-                           max_backoff_s=options.get("max_backoff_s", 60.0))
+                           max_backoff_s=options.get("max_backoff_s", 60.0),
+                           http_transport=options.get("http_transport") or "auto")
     raise ValueError(f"--agent: expected one of openai, solver, random, replay; got {kind!r}")

@@ -127,7 +127,8 @@ def cmd_eval(args) -> int:
                                   extra_body=extra_body)
     agent = make_agent(agent_kind, model=args.model, base_url=args.base_url,
                        api_key_env=args.api_key_env, settings=settings, timeout_s=args.timeout,
-                       max_attempts=args.max_attempts, replay=args.replay, seed=args.seed)
+                       max_attempts=args.max_attempts, replay=args.replay, seed=args.seed,
+                       http_transport=args.http_transport)
     name = args.model or agent_kind
     suffix = "_text" * args.text_mode + "_goal" * args.final_goal
     out = args.out or os.path.join("results", _slug(f"{name}_{args.split}{suffix}"))
@@ -252,6 +253,9 @@ def main(argv=None) -> int:
     ev.add_argument("--extra-body", default=None, help="JSON object merged into each request")
     ev.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     ev.add_argument("--max-attempts", type=int, default=6)
+    ev.add_argument("--http-transport", choices=["auto", "lean", "httpx"], default="auto",
+                    help="HTTP client under the openai SDK: lean (less CPU per request), httpx "
+                    "(the SDK's own; supports proxies), auto: lean unless a proxy applies")
     ev.add_argument("--dataset-root", default=None, help="the reference's evaluation metadata")
     ev.add_argument("--replay", default=None, help="JSON file of actions for --agent replay")
     ev.add_argument("--seed", type=int, default=0, help="seed of the random agent")

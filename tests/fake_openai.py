@@ -49,10 +49,20 @@ Standalone (a subprocess for the kill -9 resume test and the benchmark)::
 
 registers the whole shipped split, binds, then writes the port to F (atomically) and serves
 until killed (SIGTERM/SIGINT end it cleanly).
+
+``--fast`` serves the same solver replies from ``FastSolverServer`` instead, for the benchmark:
+one asyncio event loop, no JSON parsing of the request and no image decoding. The episode and
+plan position are found in the raw body: the first and the last image data URLs (bytes.find /
+rfind) are looked up in the registered frames (first frames and frames along the plan, as
+above), else the position is the N of the last "This is step N." It assumes what the runner
+sends in image mode: the first user turn opens with the episode's first frame and the last user
+turn's image is the current observation (no --final-goal, no text mode). Requests are neither
+recorded nor faulted; the reply (with usage) is built from a template after ``--latency-ms``.
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import binascii
 import io
@@ -541,6 +551,152 @@ class FakeOpenAI:
         })
 
 
+# ------------------------------------------------------------------------------ fast server
+class _FastConnection(asyncio.Protocol):
+    """One keep-alive connection of ``FastSolverServer``: requests are answered in order."""
+
+    def __init__(self, server: "FastSolverServer"):
+        self.server = server
+        self.buffer = bytearray()
+        self.transport = None
+        self.body_at = self.need = 0   # where the body of the pending request starts and ends
+        self.busy = False              # a reply is waiting out the latency
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if not self.busy:
+            self._next()
+
+    def _next(self) -> None:
+        buffer = self.buffer
+        if not self.need:
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = bytes(buffer[:end]).lower()
+            at = head.find(b"\r\ncontent-length:")
+            length = 0
+            if at >= 0:
+                line_end = head.find(b"\r\n", at + 2)
+                length = int(head[at + 17:line_end if line_end >= 0 else len(head)])
+            self.body_at, self.need = end + 4, end + 4 + length
+            self.path = head[head.find(b" ") + 1:head.find(b" http/")]
+        if len(buffer) < self.need:
+            return
+        reply = self.server.reply(self.path, buffer, self.body_at, self.need)
+        del buffer[:self.need]
+        self.need = 0
+        self.busy = True
+        self.server.loop.call_later(self.server.latency_s, self._send, reply)
+
+    def _send(self, reply: bytes) -> None:
+        self.busy = False
+        if not self.transport.is_closing():
+            self.transport.write(reply)
+            self._next()
+
+
+class FastSolverServer:
+    """The solver policy at benchmark speed (see the module docstring, ``--fast``)."""
+
+    PREFIX = DATA_URL_PREFIX.encode()
+    STEP = b"This is step "
+
+    def __init__(self, entries, latency_ms: float = 0.0, style: str = "plain"):
+        self.latency_s = latency_ms / 1000.0
+        self.style = style
+        self.by_first = {e.first_image.encode(): e for e in entries if e.first_image}
+        self.by_state = {b64.encode(): (e, k) for e in entries for k, b64 in enumerate(e.states)}
+        self.count = self.answered = 0
+        self.loop = None
+
+    def _image_at(self, buffer, at: int, stop: int) -> bytes:
+        start = at + len(self.PREFIX)
+        return bytes(buffer[start:buffer.find(b'"', start, stop)])
+
+    def _action(self, buffer, start: int, stop: int) -> str:
+        first = buffer.find(self.PREFIX, start, stop)
+        if first < 0:
+            return "I cannot recognise this episode, so I will stop. ('stop', 'stop')"
+        entry = self.by_first.get(self._image_at(buffer, first, stop))
+        hit = self.by_state.get(self._image_at(buffer, buffer.rfind(self.PREFIX, start, stop),
+                                               stop))
+        if hit is not None and (entry is None or hit[0] is entry):
+            entry, index = hit
+        elif entry is None:
+            return "I cannot recognise this episode, so I will stop. ('stop', 'stop')"
+        else:   # a frame off the plan: the position is the step number of the last turn
+            index = self._step_number(buffer, start, stop) - 1
+        plan = entry.plan
+        return wrap_action(plan[index] if index < len(plan) else plan[-1], self.style)
+
+    def _step_number(self, buffer, start: int, stop: int) -> int:
+        at = buffer.rfind(self.STEP, start, stop)
+        if at < 0:
+            return 1
+        at = end = at + len(self.STEP)
+        while end < stop and 48 <= buffer[end] <= 57:   # ASCII digits
+            end += 1
+        return int(buffer[at:end]) if end > at else 1
+
+    def reply(self, path: bytes, buffer, start: int, stop: int) -> bytes:
+        self.count += 1
+        if not path.rstrip(b"/").endswith(b"/chat/completions"):
+            return _http_response(404, b'{"error": {"message": "no route", "type": "not_found"}}')
+        content = self._action(buffer, start, stop)
+        images = buffer.count(self.PREFIX, start, stop)
+        prompt_tokens = 100 + 85 * images
+        completion_tokens = max(1, len(content) // 4)
+        self.answered += 1
+        payload = ('{"id": "chatcmpl-fast%d", "object": "chat.completion", "created": %d, '
+                   '"model": "fake", "choices": [{"index": 0, "message": {"role": "assistant", '
+                   '"content": %s}, "finish_reason": "stop"}], "usage": {"prompt_tokens": %d, '
+                   '"completion_tokens": %d, "total_tokens": %d}}' % (
+                       self.count, int(time.time()), json.dumps(content), prompt_tokens,
+                       completion_tokens, prompt_tokens + completion_tokens))
+        return _http_response(200, payload.encode())
+
+    async def serve(self, port: int, port_file: str, stop: asyncio.Event) -> None:
+        self.loop = asyncio.get_running_loop()
+        server = await self.loop.create_server(lambda: _FastConnection(self), "127.0.0.1", port,
+                                               backlog=256)
+        _write_port(port_file, server.sockets[0].getsockname()[1])
+        await stop.wait()
+        server.close()
+
+
+def _http_response(status: int, payload: bytes) -> bytes:
+    reason = {200: b"OK", 404: b"Not Found"}[status]
+    return (b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            % (status, reason, len(payload)) + payload)
+
+
+def _write_port(port_file: str, port: int) -> None:
+    tmp = port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(port))
+    os.replace(tmp, port_file)
+
+
+def _serve_fast(args, entries) -> int:
+    server = FastSolverServer(entries, latency_ms=args.latency_ms, style=args.style)
+
+    async def run():
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await server.serve(args.port, args.port_file, stop)
+
+    asyncio.run(run())
+    print(f"fake_openai --fast: {server.count} requests, {server.answered} answered",
+          file=sys.stderr)
+    return 0
+
+
 # ------------------------------------------------------------------------------- standalone
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="fake OpenAI-compatible chat server")
@@ -557,7 +713,21 @@ def main(argv=None) -> int:
     parser.add_argument("--fault-seed", type=int, default=0)
     parser.add_argument("--fault-kinds", default="429,500,503,drop,malformed")
     parser.add_argument("--no-record", action="store_true", help="keep no request bodies")
+    parser.add_argument("--fast", action="store_true",
+                        help="benchmark server: solver policy from the raw body, asyncio, no "
+                        "JSON parsing, no image decoding, no recording, no faults")
     args = parser.parse_args(argv)
+    if args.fast and (args.policy != "solver" or args.text or args.fault_rate):
+        parser.error("--fast serves the solver policy only (no --text, no --fault-rate)")
+    if args.fast:
+        from visgym.bridges.splits import load_split
+
+        entries = []
+        for env_id in args.register:
+            task, split = env_id.split("/")
+            entries += solver_entries(load_split(task, split),
+                                      None if args.max_long_side <= 0 else args.max_long_side)
+        return _serve_fast(args, entries)
 
     server = FakeOpenAI(policy=args.policy, style=args.style, latency_ms=args.latency_ms,
                         fault_rate=args.fault_rate, fault_seed=args.fault_seed,
@@ -579,10 +749,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     server.start()
-    tmp = args.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(server.port))
-    os.replace(tmp, args.port_file)
+    _write_port(args.port_file, server.port)
     while not done.wait(0.2):
         pass
     server.stop()

@@ -7,6 +7,9 @@ flagged but its action is used; a context-length error ends the episode after th
 
 The solver policy reads the plan position off the current image, so a step wasted on a
 placeholder does not derail it and the episode still succeeds.
+
+Every test runs twice, over the SDK's own httpx stack and over the lean transport
+(bridges/http_transport.py): each fault must behave the same through both.
 """
 import json
 import time
@@ -22,9 +25,18 @@ KEY_ENV = "VISGYM_TEST_KEY"
 EXHAUSTED_4 = "Error in receiving a response after 4 trials"
 
 
+AGENT_DEFAULTS = dict(backoff_s=0.01, max_backoff_s=0.05, timeout_s=1.0, max_attempts=4)
+
+
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-dummy-fault-tests")
+
+
+@pytest.fixture(autouse=True, params=["lean", "httpx"])
+def http_transport(request, monkeypatch):
+    monkeypatch.setitem(AGENT_DEFAULTS, "http_transport", request.param)
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +50,10 @@ def entries(episodes):
 
 
 def agent_for(server, **overrides):
-    kwargs = dict(backoff_s=0.01, max_backoff_s=0.05, timeout_s=1.0, max_attempts=4)
-    kwargs.update(overrides)
-    return OpenAIAgent(model="fake", base_url=server.base_url, api_key_env=KEY_ENV, **kwargs)
+    kwargs = dict(AGENT_DEFAULTS, **overrides)
+    agent = OpenAIAgent(model="fake", base_url=server.base_url, api_key_env=KEY_ENV, **kwargs)
+    assert agent.describe()["http_transport"] == kwargs["http_transport"]
+    return agent
 
 
 def run_one(tmp_path, entries, episodes, faults, agent_kwargs=None, n=1, **server_kwargs):

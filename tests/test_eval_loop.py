@@ -426,6 +426,17 @@ def test_concurrent_episodes_overlap_and_batch_env_steps(tmp_path):
     assert info["loop_overhead_ms_per_step"] is not None
 
 
+def test_benchmark_fast_server_answers_the_solver_plan(entries):
+    # bench.eval's default server reads the plan position off the raw body (fake_openai --fast).
+    from visgym.bench.eval import run as bench_run
+
+    result = bench_run(concurrency=4, latency_ms=0.0, episodes=4)
+    assert result["server"] == "fast" and result["server_cpu_s"] is not None
+    assert result["requests"] == result["steps"] == sum(min(len(e.plan), BUDGET) for e in entries)
+    assert result["success_rate"] == sum(len(e.plan) <= BUDGET for e in entries) / 4
+    assert result["http_transport"] == "lean"
+
+
 # ------------------------------------------------------------------------------------ GIFs
 def test_gifs_written_one_per_episode(tmp_path, episodes, entries):
     out = tmp_path / "out"
