@@ -56,6 +56,7 @@ from ..core import make
 from ..core.registry import spec as env_spec
 from .evaluate import episode_instructions, turn_text
 from .imaging import frame_encoder
+from .pools import pool_context
 
 REPLY_TEMPLATE = "<think></think><answer>{action}</answer>"
 STOP = "('stop', 'stop')"
@@ -381,29 +382,6 @@ def _build_and_write(cfg: DemoConfig, index: int, out: Path) -> dict:
     return shard.stats
 
 
-def _pool_context():
-    """Fork when it is safe, else spawn.
-
-    A spawned worker imports visgym and loads its compiled kernels again (~0.8 s each, which is
-    most of a 2000-episode run); a forked one starts warm. Forking is unsafe only when this
-    process runs native threads a child would need: here that is Numba's parallel thread pool
-    (our row kernels go parallel from 512 rows), so once it has been started, or where fork
-    does not exist, workers are spawned. (OpenBLAS re-initialises itself after fork; Fetch's
-    MuJoCo thread pools belong to env instances, which a child builds for itself.)
-    """
-    import multiprocessing
-
-    if "fork" in multiprocessing.get_all_start_methods():
-        try:
-            from numba.np.ufunc import parallel as numba_parallel
-            started = bool(getattr(numba_parallel, "_is_initialized", True))
-        except ImportError:
-            started = True
-        if not started:
-            return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("spawn")
-
-
 def _build_in_worker(args):
     return _build_and_write(*args)
 
@@ -484,7 +462,7 @@ def generate(configs: list, out: str | os.PathLike, workers: int | None = None,
             collect(_build_and_write(cfg, s, out))
     else:
         with ProcessPoolExecutor(max_workers=workers or os.cpu_count(),
-                                 mp_context=_pool_context()) as pool:
+                                 mp_context=pool_context()) as pool:
             for stats in pool.map(_build_in_worker, [(cfg, s, out) for cfg, s in jobs]):
                 collect(stats)
     bar.close()

@@ -558,8 +558,12 @@ class Runner:
         self._gif_jobs.append(self._gif_pool.submit(write))
 
     # -- the whole run ------------------------------------------------------------------
-    async def _execute(self, todo: list) -> dict:
-        """Run ``todo`` (this process's share) to the end; return counters to merge."""
+    async def _execute(self, todo: list, claim=None) -> dict:
+        """Run episodes of ``todo`` to the end; return counters to merge. ``claim()`` hands out
+        the next index into ``todo`` (None when all are taken); with several processes it is
+        shared, so a process that starts late or gets short episodes simply takes more."""
+        if claim is None:
+            claim = iter(range(len(todo))).__next__
         self._gif_jobs = []
         by_task: dict[tuple, list] = {}
         for e in todo:
@@ -580,7 +584,18 @@ class Runner:
                 self.progress.successes += bool(record["success"])
                 self.progress.show()
 
-        tasks = [asyncio.ensure_future(one(e)) for e in todo]
+        async def worker():
+            while True:
+                try:
+                    index = claim()
+                except StopIteration:
+                    return
+                if index is None:
+                    return
+                await one(todo[index])
+
+        tasks = [asyncio.ensure_future(worker())
+                 for _ in range(min(self.config.concurrency, len(todo)))]
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -599,7 +614,7 @@ class Runner:
     async def run_share(self) -> dict:
         """A child process's part of a multi-process run: no output set-up, no summaries."""
         self.progress = Progress(total=len(self.episodes), enabled=False)
-        return await self._execute(self.episodes)
+        return await self._execute(self.episodes, _claim_shared)
 
     async def run(self) -> dict:
         done = self._prepare_out()
@@ -607,26 +622,32 @@ class Runner:
         self.progress = Progress(total=len(self.episodes), done=len(self.episodes) - len(todo),
                                  enabled=self.config.progress)
         processes = min(self.config.processes, max(1, len(todo)))
-        shares = [todo[k::processes] for k in range(processes)]
-        children, pool, watcher = [], None, None
+        children, pool, watcher, claim = [], None, None, None
         if processes > 1:
             spec = getattr(self.agent, "spec", None)
             if spec is None:
                 raise ValueError("--processes: this agent cannot be rebuilt in another process "
                                  "(use an agent made by make_agent, or --processes 1)")
-            import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            pool = ProcessPoolExecutor(processes - 1, mp_context=multiprocessing.get_context(
-                "spawn"), initializer=_child_init)
+            from .pools import pool_context
+
+            # Every process sees the whole to-do list and takes the next episode from one
+            # shared counter as it frees a slot.
+            ctx = pool_context()
+            counter = ctx.Value("q", 0)
+            _claim_init(counter, len(todo))
+            claim = _claim_shared
+            pool = ProcessPoolExecutor(processes - 1, mp_context=ctx, initializer=_child_init,
+                                       initargs=(counter, len(todo)))
             child_config = dataclass_replace(self.config, processes=1, progress=False)
-            children = [asyncio.wrap_future(pool.submit(_run_share, spec, child_config, share,
+            children = [asyncio.wrap_future(pool.submit(_run_share, spec, child_config, todo,
                                                         self.provenance))
-                        for share in shares[1:]]
+                        for _ in range(processes - 1)]
             watcher = asyncio.ensure_future(self._watch_records(len(self.episodes) - len(todo)))
         totals = {"overhead_s": 0.0, "steps": 0, "step_calls": 0}
         try:
-            results = [await self._execute(shares[0])]
+            results = [await self._execute(todo, claim)]
             results += await asyncio.gather(*children)
         finally:
             if watcher is not None:
@@ -668,11 +689,30 @@ class Runner:
             self.progress.show()
 
 
-def _child_init() -> None:
+_CLAIM: dict = {}
+
+
+def _claim_init(counter, total: int) -> None:
+    _CLAIM["counter"], _CLAIM["total"] = counter, total
+
+
+def _claim_shared():
+    """The next unclaimed index of the run's to-do list, shared by its processes."""
+    counter = _CLAIM["counter"]
+    with counter.get_lock():
+        index = counter.value
+        if index >= _CLAIM["total"]:
+            return None
+        counter.value = index + 1
+    return index
+
+
+def _child_init(counter, total: int) -> None:
     """Runner children die with their parent (a kill -9 of the parent must not leave them
-    writing records that a resumed run would repeat)."""
+    writing records that a resumed run would repeat) and share its episode counter."""
     import signal
 
+    _claim_init(counter, total)
     with contextlib.suppress(Exception):
         import ctypes
 
