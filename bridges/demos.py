@@ -173,14 +173,16 @@ class _ImageDir:
         folder.mkdir(parents=True)
         self.fd = os.open(folder, os.O_RDONLY)
 
-    def write(self, name: str, data: bytes) -> None:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=self.fd)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
+    def write_all(self, items: list) -> None:
+        """Write (file name, bytes) pairs."""
+        for name, data in items:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=self.fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
         os.close(self.fd)
@@ -250,7 +252,7 @@ def build_shard(cfg: DemoConfig, index: int, out: Path | None = None) -> ShardOu
     try:
         for lo in range(0, count, ROLLOUT_BATCH):
             _rollout(cfg, episodes[lo:lo + ROLLOUT_BATCH], names["images"], timing,
-                     files if sink is None else sink.write)
+                     files if sink is None else sink.write_all)
     finally:
         if sink is not None:
             sink.close()
@@ -285,7 +287,7 @@ def build_shard(cfg: DemoConfig, index: int, out: Path | None = None) -> ShardOu
 def _rollout(cfg: DemoConfig, episodes: list, image_dir: str, timing: dict, keep) -> None:
     """Step ``episodes`` together in one BatchEnv, filling in their outcome, turns and image
     paths; the JPEGs of successful episodes go to ``keep`` (a dict by relative path, or a
-    ``write(file name, bytes)`` callable) when each episode ends."""
+    callable taking a list of (file name, bytes)) when each episode ends."""
     count = len(episodes)
     budget = cfg.budget
     env = _batch_env(cfg.env_id, count, budget)
@@ -345,11 +347,11 @@ def _rollout(cfg: DemoConfig, episodes: list, image_dir: str, timing: dict, keep
                 e.success = bool(terminated[b]) and reward[b] >= 1.0
                 running[b] = False
                 if e.success:
-                    for path, data in zip(e.images, jpegs[b]):
-                        if isinstance(keep, dict):
-                            keep[path] = data
-                        else:
-                            keep(path.rsplit("/", 1)[1], data)
+                    if isinstance(keep, dict):
+                        keep.update(zip(e.images, jpegs[b]))
+                    else:
+                        keep([(path.rsplit("/", 1)[1], data)
+                              for path, data in zip(e.images, jpegs[b])])
                 jpegs[b] = []
         timing["write_s"] += time.perf_counter() - t0
 
