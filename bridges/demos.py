@@ -324,9 +324,10 @@ def _rollout(cfg: DemoConfig, episodes: list, image_dir: str, timing: dict, keep
             break
         rows = np.flatnonzero(running).tolist()
         t0 = time.perf_counter()
+        frames = env.frames
         for b in rows:
             episodes[b].images.append(f"{image_dir}/e{episodes[b].number:06d}_s{t:03d}.jpg")
-            jpegs[b].append(encoders[b](env.frames[b]))
+            jpegs[b].append(encoders[b](frames[b]))
         timing["encode_s"] += time.perf_counter() - t0
         actions: list = [None] * count
         for b in rows:
@@ -340,19 +341,19 @@ def _rollout(cfg: DemoConfig, episodes: list, image_dir: str, timing: dict, keep
         _, reward, terminated, truncated, info = env.step(actions, active=running)
         timing["step_s"] += time.perf_counter() - t0
         t0 = time.perf_counter()
+        step_feedback = info["feedback"]
         for b in rows:
-            feedback[b] = info["feedback"][b]
-            if terminated[b] or truncated[b]:
-                e = episodes[b]
-                e.success = bool(terminated[b]) and reward[b] >= 1.0
-                running[b] = False
-                if e.success:
-                    if isinstance(keep, dict):
-                        keep.update(zip(e.images, jpegs[b]))
-                    else:
-                        keep([(path.rsplit("/", 1)[1], data)
-                              for path, data in zip(e.images, jpegs[b])])
-                jpegs[b] = []
+            feedback[b] = step_feedback[b]
+        for b in np.flatnonzero(running & (terminated | truncated)).tolist():
+            e = episodes[b]
+            e.success = bool(terminated[b]) and reward[b] >= 1.0
+            running[b] = False
+            if e.success:
+                if isinstance(keep, dict):
+                    keep.update(zip(e.images, jpegs[b]))
+                else:
+                    keep([(path.rsplit("/", 1)[1], data) for path, data in zip(e.images, jpegs[b])])
+            jpegs[b] = []
         timing["write_s"] += time.perf_counter() - t0
 
 

@@ -300,7 +300,7 @@ class Grammar:
         self._index = {name: k for k, name in enumerate(names)}
         self.width = max([1] + [int(a.payload.width) for a in actions])
         # Vocabulary of strings seen so far: text -> row of the tables below.
-        self._vocab: dict[str, int] = {}
+        self._vocab: dict[str | None, int] = {}
         self._messages: list[str] = []
         self._kind = np.zeros(64, np.int32)
         self._ints = np.zeros((64, self.width), np.int32)
@@ -354,8 +354,8 @@ class Grammar:
         self._floats[row] = floats
         self._error[row] = error
         self._messages.append(message)
-        if isinstance(text, str) and len(text) <= _CACHE_MAX_TEXT:
-            self._vocab[text] = row
+        if text is None or (isinstance(text, str) and len(text) <= _CACHE_MAX_TEXT):
+            self._vocab[text] = row   # None: the filler of rows that are not stepped
         return row
 
     def _reset_vocab(self) -> None:
@@ -370,7 +370,7 @@ class Grammar:
         if len(self._messages) > _CACHE_MAX_ENTRIES:
             self._reset_vocab()
         vocab = self._vocab
-        ids = [vocab.get(t) if type(t) is str else None for t in texts]
+        ids = [vocab.get(t) if type(t) is str or t is None else None for t in texts]
         if None in ids:
             ids = [self._intern(t) if i is None else i for t, i in zip(texts, ids)]
         if self._ids.shape[0] != batch:
