@@ -15,10 +15,14 @@ here: ``render/jpeg.py`` reads them from the header Pillow writes for an image o
 so this module only does arithmetic. ``jpeg.py`` also checks the output against Pillow's once per
 size before trusting it.
 
-Incremental use: ``Stream.encode`` keeps the quantized blocks of the previous frame and the
-frame itself; only MCUs (16x16 pixels, 8x8 for gray) whose pixels changed are transformed again,
-then the whole scan is Huffman coded from the cached blocks (each block keeps a 64-bit mask of its
-non-zero AC coefficients, so a flat block costs a DC code and an end-of-block code).
+Incremental use, four levels of reuse, none of which changes a bit of the output:
+- ``Stream`` keeps the previous frame and its coded blocks; only MCUs (16x16 pixels, 8x8 for
+  gray) whose pixels changed are handled again;
+- a changed MCU whose exact pixels are in the ``BlockCache`` (shared by a thread's streams with
+  the same tables) takes its coded blocks from there instead of being transformed;
+- each block keeps its AC coefficients' Huffman bits, so coding it again is a copy plus its DC;
+- each MCU row keeps its bit string, reused while the row is unchanged and starts from the same
+  DC predictors (the only state that crosses rows).
 """
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -530,7 +534,6 @@ cdef class Stream:
         cdef int32_t blk2[64]
         cdef int i, j, sx, sy, r, g, b, by, bx, base, bias, cy, r0, r1, nx, rgb, last
         cdef int32_t yv = 0, cbv = 0, crv = 0
-        cdef int16_t* out
         cdef Py_ssize_t row = <Py_ssize_t>self.W * self.C
         cdef const uint8_t* p
         cdef int first = (my * self.mcus_x + mx) * self.bpm
