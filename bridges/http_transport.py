@@ -33,7 +33,7 @@ unchanged. What it does:
   (a crash, or a deliberate drop): that raises RemoteProtocolError, as httpx does, and the
   agent's own retry decides; a partial response is never resent.
 
-Not supported: proxies (``HTTP(S)_PROXY``/``ALL_PROXY``; ``agents.lean_transport_applies`` sends
+Not supported: proxies (``HTTP(S)_PROXY``/``ALL_PROXY``; ``proxy_applies`` below lets the agent send
 such endpoints through httpx), HTTP/2, streaming response bodies, 100-continue.
 """
 from __future__ import annotations
