@@ -30,6 +30,7 @@ import numpy as np
 from PIL import Image
 
 from ..render.jpeg import JpegStream, pillow_jpeg
+from ..render.resize import LanczosResizer
 
 __all__ = ["DEFAULT_MAX_LONG_SIDE", "fit_long_side", "encode_jpeg_b64", "frame_encoder",
            "data_url",
@@ -123,9 +124,11 @@ def frame_encoder(shape: tuple, max_long_side: int | None = DEFAULT_MAX_LONG_SID
     _check_frame(frame)
     stream = JpegStream(quality)
     height, width = shape[:2]
-    if fit_long_side(width, height, max_long_side) == (width, height):
+    size = fit_long_side(width, height, max_long_side)
+    if size == (width, height):
         return stream.encode
-    return lambda f: encode_jpeg(f, max_long_side, quality, stream)
+    resizer = LanczosResizer(tuple(shape), size)   # Pillow's Lanczos, redone where frames change
+    return lambda f: stream.encode(resizer.resize(f))
 
 
 def data_url(b64: str) -> str:

@@ -1,0 +1,91 @@
+# cython: language_level=3
+"""Pillow's 8-bit two-pass convolution resize (horizontal pass, then vertical), restricted to a
+rectangle of the output, so that a frame which changed in one place is resized again only there.
+
+The arithmetic is Pillow's (libImaging/Resample.c, 8 bits per channel): fixed-point coefficients
+with 22 fraction bits, sums started at one half, results clipped to 0..255; the intermediate
+image holds the source rows the vertical pass reads (``y_first`` on). The coefficients are made
+in ``render/resize.py`` exactly as Pillow makes them.
+"""
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.string cimport memcmp
+
+DEF PRECISION_BITS = 22
+
+
+cdef inline uint8_t clip8(int64_t v) noexcept nogil:
+    if v >= (<int64_t>1 << PRECISION_BITS << 8):
+        return 255
+    if v <= 0:
+        return 0
+    return <uint8_t>(v >> PRECISION_BITS)
+
+
+def horizontal(const uint8_t[:, :, ::1] src, uint8_t[:, :, ::1] tmp, int y_first,
+               int row0, int row1, int col0, int col1, const int32_t[:, ::1] bounds,
+               const int32_t[:, ::1] kk):
+    """tmp[r - y_first, c] for source rows r in [row0, row1) and output columns c in
+    [col0, col1)."""
+    cdef int r, c, x, ch, xmin, xmax, C = src.shape[2]
+    cdef int64_t ss
+    cdef const int32_t* k
+    with nogil:
+        for r in range(row0, row1):
+            for c in range(col0, col1):
+                xmin = bounds[c, 0]
+                xmax = bounds[c, 1]
+                k = &kk[c, 0]
+                for ch in range(C):
+                    ss = 1 << (PRECISION_BITS - 1)
+                    for x in range(xmax):
+                        ss += <int64_t>src[r, x + xmin, ch] * k[x]
+                    tmp[r - y_first, c, ch] = clip8(ss)
+
+
+def vertical(const uint8_t[:, :, ::1] tmp, uint8_t[:, :, ::1] out, int row0, int row1,
+             int col0, int col1, const int32_t[:, ::1] bounds, const int32_t[:, ::1] kk):
+    """out[r, c] for output rows r in [row0, row1) and columns c in [col0, col1); bounds are
+    relative to tmp's first row."""
+    cdef int r, c, y, ch, ymin, ymax, C = tmp.shape[2]
+    cdef int64_t ss
+    cdef const int32_t* k
+    with nogil:
+        for r in range(row0, row1):
+            ymin = bounds[r, 0]
+            ymax = bounds[r, 1]
+            k = &kk[r, 0]
+            for c in range(col0, col1):
+                for ch in range(C):
+                    ss = 1 << (PRECISION_BITS - 1)
+                    for y in range(ymax):
+                        ss += <int64_t>tmp[y + ymin, c, ch] * k[y]
+                    out[r, c, ch] = clip8(ss)
+
+
+def changed_box(const uint8_t[:, :, ::1] a, const uint8_t[:, :, ::1] b):
+    """(row0, row1, col0, col1): the smallest box holding every pixel where a and b differ, or
+    None when they are equal."""
+    cdef int H = a.shape[0], W = a.shape[1], C = a.shape[2]
+    cdef int r, row0 = -1, row1 = -1, col0 = W, col1 = 0, n = W * C, lo, hi
+    cdef const uint8_t* pa
+    cdef const uint8_t* pb
+    with nogil:
+        for r in range(H):
+            pa = &a[r, 0, 0]
+            pb = &b[r, 0, 0]
+            if memcmp(pa, pb, n) == 0:
+                continue
+            lo = 0
+            while pa[lo] == pb[lo]:
+                lo += 1
+            hi = n - 1
+            while pa[hi] == pb[hi]:
+                hi -= 1
+            if row0 < 0:
+                row0 = r
+            row1 = r + 1
+            col0 = min(col0, lo // C)
+            col1 = max(col1, hi // C + 1)
+    if row0 < 0:
+        return None
+    return row0, row1, col0, col1
