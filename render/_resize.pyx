@@ -13,8 +13,9 @@ from libc.string cimport memcmp
 DEF PRECISION_BITS = 22
 
 
-cdef inline uint8_t clip8(int64_t v) noexcept nogil:
-    if v >= (<int64_t>1 << PRECISION_BITS << 8):
+cdef inline uint8_t clip8(int32_t v) noexcept nogil:
+    """Pillow's clip: the sum's integer part, saturated to 0..255 (32-bit sums, as Pillow)."""
+    if v >= (1 << PRECISION_BITS << 8):
         return 255
     if v <= 0:
         return 0
@@ -27,19 +28,34 @@ def horizontal(const uint8_t[:, :, ::1] src, uint8_t[:, :, ::1] tmp, int y_first
     """tmp[r - y_first, c] for source rows r in [row0, row1) and output columns c in
     [col0, col1)."""
     cdef int r, c, x, ch, xmin, xmax, C = src.shape[2]
-    cdef int64_t ss
+    cdef int32_t ss0, ss1, ss2, w
     cdef const int32_t* k
+    cdef const uint8_t* p
+    cdef uint8_t* q
     with nogil:
         for r in range(row0, row1):
             for c in range(col0, col1):
                 xmin = bounds[c, 0]
                 xmax = bounds[c, 1]
                 k = &kk[c, 0]
-                for ch in range(C):
-                    ss = 1 << (PRECISION_BITS - 1)
+                p = &src[r, xmin, 0]
+                q = &tmp[r - y_first, c, 0]
+                if C == 3:
+                    ss0 = ss1 = ss2 = 1 << (PRECISION_BITS - 1)
                     for x in range(xmax):
-                        ss += <int64_t>src[r, x + xmin, ch] * k[x]
-                    tmp[r - y_first, c, ch] = clip8(ss)
+                        w = k[x]
+                        ss0 += p[3 * x] * w
+                        ss1 += p[3 * x + 1] * w
+                        ss2 += p[3 * x + 2] * w
+                    q[0] = clip8(ss0)
+                    q[1] = clip8(ss1)
+                    q[2] = clip8(ss2)
+                else:
+                    for ch in range(C):
+                        ss0 = 1 << (PRECISION_BITS - 1)
+                        for x in range(xmax):
+                            ss0 += p[C * x + ch] * k[x]
+                        q[ch] = clip8(ss0)
 
 
 def vertical(const uint8_t[:, :, ::1] tmp, uint8_t[:, :, ::1] out, int row0, int row1,
@@ -47,19 +63,35 @@ def vertical(const uint8_t[:, :, ::1] tmp, uint8_t[:, :, ::1] out, int row0, int
     """out[r, c] for output rows r in [row0, row1) and columns c in [col0, col1); bounds are
     relative to tmp's first row."""
     cdef int r, c, y, ch, ymin, ymax, C = tmp.shape[2]
-    cdef int64_t ss
+    cdef Py_ssize_t stride = tmp.shape[1] * C
+    cdef int32_t ss0, ss1, ss2, w
     cdef const int32_t* k
+    cdef const uint8_t* p
+    cdef uint8_t* q
     with nogil:
         for r in range(row0, row1):
             ymin = bounds[r, 0]
             ymax = bounds[r, 1]
             k = &kk[r, 0]
             for c in range(col0, col1):
-                for ch in range(C):
-                    ss = 1 << (PRECISION_BITS - 1)
+                p = &tmp[ymin, c, 0]
+                q = &out[r, c, 0]
+                if C == 3:
+                    ss0 = ss1 = ss2 = 1 << (PRECISION_BITS - 1)
                     for y in range(ymax):
-                        ss += <int64_t>tmp[y + ymin, c, ch] * k[y]
-                    out[r, c, ch] = clip8(ss)
+                        w = k[y]
+                        ss0 += p[y * stride] * w
+                        ss1 += p[y * stride + 1] * w
+                        ss2 += p[y * stride + 2] * w
+                    q[0] = clip8(ss0)
+                    q[1] = clip8(ss1)
+                    q[2] = clip8(ss2)
+                else:
+                    for ch in range(C):
+                        ss0 = 1 << (PRECISION_BITS - 1)
+                        for y in range(ymax):
+                            ss0 += p[y * stride + ch] * k[y]
+                        q[ch] = clip8(ss0)
 
 
 def changed_box(const uint8_t[:, :, ::1] a, const uint8_t[:, :, ::1] b):
