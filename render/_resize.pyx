@@ -22,76 +22,53 @@ cdef inline uint8_t clip8(int32_t v) noexcept nogil:
     return <uint8_t>(v >> PRECISION_BITS)
 
 
+cdef inline void convolve(const uint8_t* p, Py_ssize_t step, const int32_t* k, int n, int C,
+                          uint8_t* q) noexcept nogil:
+    """q[ch] = clip(sum_i p[i * step + ch] * k[i]) for each of the C channels, Pillow's way."""
+    cdef int i, ch
+    cdef int32_t ss0, ss1, ss2, w
+    if C == 3:
+        ss0 = ss1 = ss2 = 1 << (PRECISION_BITS - 1)
+        for i in range(n):
+            w = k[i]
+            ss0 += p[i * step] * w
+            ss1 += p[i * step + 1] * w
+            ss2 += p[i * step + 2] * w
+        q[0] = clip8(ss0)
+        q[1] = clip8(ss1)
+        q[2] = clip8(ss2)
+        return
+    for ch in range(C):
+        ss0 = 1 << (PRECISION_BITS - 1)
+        for i in range(n):
+            ss0 += p[i * step + ch] * k[i]
+        q[ch] = clip8(ss0)
+
+
 def horizontal(const uint8_t[:, :, ::1] src, uint8_t[:, :, ::1] tmp, int y_first,
                int row0, int row1, int col0, int col1, const int32_t[:, ::1] bounds,
                const int32_t[:, ::1] kk):
     """tmp[r - y_first, c] for source rows r in [row0, row1) and output columns c in
     [col0, col1)."""
-    cdef int r, c, x, ch, xmin, xmax, C = src.shape[2]
-    cdef int32_t ss0, ss1, ss2, w
-    cdef const int32_t* k
-    cdef const uint8_t* p
-    cdef uint8_t* q
+    cdef int r, c, C = src.shape[2]
     with nogil:
         for r in range(row0, row1):
             for c in range(col0, col1):
-                xmin = bounds[c, 0]
-                xmax = bounds[c, 1]
-                k = &kk[c, 0]
-                p = &src[r, xmin, 0]
-                q = &tmp[r - y_first, c, 0]
-                if C == 3:
-                    ss0 = ss1 = ss2 = 1 << (PRECISION_BITS - 1)
-                    for x in range(xmax):
-                        w = k[x]
-                        ss0 += p[3 * x] * w
-                        ss1 += p[3 * x + 1] * w
-                        ss2 += p[3 * x + 2] * w
-                    q[0] = clip8(ss0)
-                    q[1] = clip8(ss1)
-                    q[2] = clip8(ss2)
-                else:
-                    for ch in range(C):
-                        ss0 = 1 << (PRECISION_BITS - 1)
-                        for x in range(xmax):
-                            ss0 += p[C * x + ch] * k[x]
-                        q[ch] = clip8(ss0)
+                convolve(&src[r, bounds[c, 0], 0], C, &kk[c, 0], bounds[c, 1], C,
+                         &tmp[r - y_first, c, 0])
 
 
 def vertical(const uint8_t[:, :, ::1] tmp, uint8_t[:, :, ::1] out, int row0, int row1,
              int col0, int col1, const int32_t[:, ::1] bounds, const int32_t[:, ::1] kk):
     """out[r, c] for output rows r in [row0, row1) and columns c in [col0, col1); bounds are
     relative to tmp's first row."""
-    cdef int r, c, y, ch, ymin, ymax, C = tmp.shape[2]
+    cdef int r, c, C = tmp.shape[2]
     cdef Py_ssize_t stride = tmp.shape[1] * C
-    cdef int32_t ss0, ss1, ss2, w
-    cdef const int32_t* k
-    cdef const uint8_t* p
-    cdef uint8_t* q
     with nogil:
         for r in range(row0, row1):
-            ymin = bounds[r, 0]
-            ymax = bounds[r, 1]
-            k = &kk[r, 0]
             for c in range(col0, col1):
-                p = &tmp[ymin, c, 0]
-                q = &out[r, c, 0]
-                if C == 3:
-                    ss0 = ss1 = ss2 = 1 << (PRECISION_BITS - 1)
-                    for y in range(ymax):
-                        w = k[y]
-                        ss0 += p[y * stride] * w
-                        ss1 += p[y * stride + 1] * w
-                        ss2 += p[y * stride + 2] * w
-                    q[0] = clip8(ss0)
-                    q[1] = clip8(ss1)
-                    q[2] = clip8(ss2)
-                else:
-                    for ch in range(C):
-                        ss0 = 1 << (PRECISION_BITS - 1)
-                        for y in range(ymax):
-                            ss0 += p[y * stride + ch] * k[y]
-                        q[ch] = clip8(ss0)
+                convolve(&tmp[bounds[r, 0], c, 0], stride, &kk[r, 0], bounds[r, 1], C,
+                         &out[r, c, 0])
 
 
 def changed_box(const uint8_t[:, :, ::1] a, const uint8_t[:, :, ::1] b):
