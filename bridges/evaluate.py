@@ -569,20 +569,18 @@ class Runner:
         for e in todo:
             by_task.setdefault((e.env_id, json.dumps(e.make_kwargs, sort_keys=True)), []).append(e)
         slots_needed = {k: min(self.config.concurrency, len(v)) for k, v in by_task.items()}
-        semaphore = asyncio.Semaphore(self.config.concurrency)
         write_lock = asyncio.Lock()
 
         async def one(episode: EpisodeSpec):
-            async with semaphore:
-                key = (episode.env_id, json.dumps(episode.make_kwargs, sort_keys=True))
-                stepper = self._stepper(episode, slots_needed[key], self._budget(episode))
-                record = await self.run_episode(episode, stepper)
-                line = json.dumps(record, separators=(",", ":"), default=_json_default) + "\n"
-                async with write_lock:
-                    _fsync_append(self.records_path, line)
-                self.progress.done += 1
-                self.progress.successes += bool(record["success"])
-                self.progress.show()
+            key = (episode.env_id, json.dumps(episode.make_kwargs, sort_keys=True))
+            stepper = self._stepper(episode, slots_needed[key], self._budget(episode))
+            record = await self.run_episode(episode, stepper)
+            line = json.dumps(record, separators=(",", ":"), default=_json_default) + "\n"
+            async with write_lock:
+                _fsync_append(self.records_path, line)
+            self.progress.done += 1
+            self.progress.successes += bool(record["success"])
+            self.progress.show()
 
         async def worker():
             while True:

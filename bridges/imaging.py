@@ -15,11 +15,11 @@ resize at L = 336). A 1024x576 frame (maze_3d) takes about 7 ms, almost all of i
 downscale to 336x189, which is kept for fidelity to the reference. ``python -m
 visgym.bridges.imaging`` prints the figures for the current machine; the tests do not time.
 
-With a ``stream`` (``render.jpeg.JpegStream``, one per episode) the bytes are the same but only
-the 16x16 blocks that changed since the episode's previous frame are transformed again: a maze
-step costs ~20 us instead of ~170 us. ``frame_encoder`` adds, for frames over the size limit,
-``render.resize.LanczosResizer`` (Pillow's Lanczos pixels, redone only where a frame changed).
-The evaluation loop and the demonstration synthesizer keep one of each per batch slot.
+``frame_encoder`` returns the same bytes for a sequence of frames through an incremental encoder
+(``render.jpeg.JpegStream``: only the 16x16 blocks that changed since the previous frame are
+transformed again, ~20 us instead of ~170 us for a maze step) and, for frames over the size
+limit, ``render.resize.LanczosResizer`` (Pillow's Lanczos pixels, redone only where a frame
+changed). The evaluation loop and the demonstration synthesizer keep one per batch slot.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import numpy as np
 from PIL import Image
 
 from ..render.jpeg import JpegStream, pillow_jpeg
-from ..render.resize import LanczosResizer
+from ..render.resize import LanczosResizer, pillow_resize
 
 __all__ = ["DEFAULT_MAX_LONG_SIDE", "fit_long_side", "encode_jpeg_b64", "frame_encoder",
            "data_url",
@@ -85,34 +85,27 @@ def _check_frame(frame) -> None:
 
 
 def encode_jpeg_b64(frame: np.ndarray, max_long_side: int | None = DEFAULT_MAX_LONG_SIDE,
-                    quality: int = _PIL_DEFAULT_QUALITY, stream: JpegStream | None = None) -> str:
-    """Header-less base64 of ``encode_jpeg(frame, max_long_side, quality, stream)``."""
-    return base64.b64encode(encode_jpeg(frame, max_long_side, quality, stream)).decode("ascii")
+                    quality: int = _PIL_DEFAULT_QUALITY) -> str:
+    """Header-less base64 of ``encode_jpeg(frame, max_long_side, quality)``."""
+    return base64.b64encode(encode_jpeg(frame, max_long_side, quality)).decode("ascii")
 
 
 def encode_jpeg(frame: np.ndarray, max_long_side: int | None = DEFAULT_MAX_LONG_SIDE,
-                quality: int = _PIL_DEFAULT_QUALITY, stream: JpegStream | None = None) -> bytes:
+                quality: int = _PIL_DEFAULT_QUALITY) -> bytes:
     """JPEG bytes of an RGB (HxWx3) or gray (HxW) uint8 ``frame``.
 
     The long side is fitted into ``max_long_side`` with Lanczos (None = no resize). Gray stays
-    a one-channel JPEG, as the reference keeps mode "L". With a ``stream`` (one per episode),
-    the bytes are the same but the encoding reuses the previous frame's unchanged blocks
-    (render/jpeg.py); the stream's quality must be ``quality``.
+    a one-channel JPEG, as the reference keeps mode "L". For a sequence of frames (an episode),
+    ``frame_encoder`` gives the same bytes faster.
     """
     _check_frame(frame)
     if isinstance(quality, bool) or not isinstance(quality, (int, np.integer)) \
             or not 1 <= quality <= 100:
         raise ValueError(f"quality must be an integer in 1..100, got {quality!r}")
-    if stream is not None and stream.quality != quality:
-        raise ValueError(f"stream: its quality is {stream.quality}, the call asks for {quality}")
     height, width = frame.shape[:2]
     size = fit_long_side(width, height, max_long_side)
     if size != (width, height):
-        image = Image.fromarray(np.ascontiguousarray(frame)).resize(
-            size, Image.Resampling.LANCZOS)
-        frame = np.asarray(image)
-    if stream is not None:
-        return stream.encode(frame)
+        frame = pillow_resize(frame, size)
     return pillow_jpeg(frame, int(quality))
 
 

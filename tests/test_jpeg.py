@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import visgym
-from visgym.bridges.imaging import encode_jpeg
+from visgym.bridges.imaging import encode_jpeg, frame_encoder
 from visgym.render import jpeg
 from visgym.render.jpeg import JpegStream, pillow_jpeg
 
@@ -115,11 +115,11 @@ def test_episode_frames_through_encode_jpeg(env_id):
     env = visgym.make(env_id, 2, autoreset="disabled")
     env.reset(seeds=[3, 4])
     plans = env.solve()
-    streams = [JpegStream(), JpegStream()]
+    encoders = [frame_encoder(env.frames.shape[1:]) for _ in range(2)]
     for t in range(6):
         for b in range(2):
             frame = env.frames[b]
-            assert encode_jpeg(frame, 336, stream=streams[b]) == encode_jpeg(frame, 336)
+            assert encoders[b](frame) == encode_jpeg(frame, 336)
         env.step([p[t] if t < len(p) else "('stop', 'stop')" for p in plans])
 
 
@@ -169,27 +169,3 @@ def test_bad_frames_raise(bad):
 def test_bad_quality_raises(quality):
     with pytest.raises(ValueError, match="quality"):
         JpegStream(quality)
-
-
-def test_stream_quality_must_match_the_call():
-    frame = np.zeros((8, 8, 3), np.uint8)
-    with pytest.raises(ValueError, match="stream"):
-        encode_jpeg(frame, 336, 50, stream=JpegStream(75))
-
-
-def test_unchanged_rows_after_a_dc_change_are_recoded():
-    """Row caching: a row whose pixels did not change must still be coded again when the
-    DC predictors it starts from changed (the row above ends on a different DC)."""
-    rng = np.random.default_rng(9)
-    frame = rng.integers(0, 256, (48, 48, 3), dtype=np.uint8)   # 3 x 3 MCUs
-    stream = JpegStream()
-    assert stream.encode(frame) == pillow_jpeg(frame)
-    frame[:16, 32:48] = 17          # last MCU of row 0 becomes flat: its DCs change
-    assert stream.encode(frame) == pillow_jpeg(frame)
-    frame[:16, 32:48] = 201         # and again, with the other rows still the same
-    assert stream.encode(frame) == pillow_jpeg(frame)
-    gray = rng.integers(0, 256, (24, 24), dtype=np.uint8)
-    stream = JpegStream()
-    assert stream.encode(gray) == pillow_jpeg(gray)
-    gray[:8, 16:] = 3
-    assert stream.encode(gray) == pillow_jpeg(gray)
