@@ -27,6 +27,7 @@ def plain_loop(env_id: str, episodes: int, out: Path, max_long_side: int = 336) 
 
     import visgym  # noqa: F401
     from ..bridges.demos import REPLY_TEMPLATE, demo_seed
+    from ..core.grammar import STOP_ACTION
     from ..bridges.evaluate import VERBALIZE_SUFFIX, turn_text
     from ..bridges.imaging import encode_jpeg
 
@@ -44,7 +45,7 @@ def plain_loop(env_id: str, episodes: int, out: Path, max_long_side: int = 336) 
             turns, paths, feedback = [], [], None
             reward = 0.0
             for t in range(budget):
-                action = plan[t] if t < len(plan) else "('stop', 'stop')"
+                action = plan[t] if t < len(plan) else STOP_ACTION
                 path = out / f"e{k:06d}_s{t:03d}.jpg"
                 path.write_bytes(encode_jpeg(env.render(), max_long_side))
                 paths.append(str(path))

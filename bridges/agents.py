@@ -29,6 +29,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
+from ..core.grammar import STOP_ACTION
+
 # Placeholders of the reference (spec 5.3): stored as the assistant turn and parsed like a reply.
 EXHAUSTED_REPLY = "Error in receiving a response after {n} trials"
 EMPTY_REPLY = "Empty response"
@@ -106,7 +108,7 @@ class SolverAgent(Agent):
         plan = turn.episode.data.get("plan")
         if plan is None:
             plan = turn.episode.data["plan"] = turn.episode.solve()
-        action = plan[turn.step] if turn.step < len(plan) else "('stop', 'stop')"
+        action = plan[turn.step] if turn.step < len(plan) else STOP_ACTION
         return Reply(text=action)
 
 
@@ -154,7 +156,7 @@ class ReplayAgent(Agent):
         if isinstance(actions, dict):
             ep = turn.episode
             actions = actions.get(ep.key, actions.get(str(ep.index), []))
-        action = actions[turn.step] if turn.step < len(actions) else "('stop', 'stop')"
+        action = actions[turn.step] if turn.step < len(actions) else STOP_ACTION
         return Reply(text=str(action))
 
     def describe(self) -> dict:

@@ -53,13 +53,13 @@ from pathlib import Path
 import numpy as np
 
 from ..core import make
+from ..core.grammar import STOP_ACTION
 from ..core.registry import spec as env_spec
 from .evaluate import episode_instructions, turn_text
 from .imaging import frame_encoder
 from .pools import pool_context
 
 REPLY_TEMPLATE = "<think></think><answer>{action}</answer>"
-STOP = "('stop', 'stop')"
 
 
 # ------------------------------------------------------------------------------ hashing
@@ -307,7 +307,7 @@ def _rollout(cfg: DemoConfig, episodes: list, image_dir: str, timing: dict, keep
         for b, plan in zip(rows, env.solve(strategy=strategy, num_steps=num_steps, rows=rows)):
             plan = list(plan) if plan else []
             if not plan or "('stop'" not in plan[-1]:
-                plan.append(STOP)
+                plan.append(STOP_ACTION)
             plans[b] = plan
     timing["reset_solve_s"] += time.perf_counter() - t0
 
@@ -331,7 +331,7 @@ def _rollout(cfg: DemoConfig, episodes: list, image_dir: str, timing: dict, keep
         timing["encode_s"] += time.perf_counter() - t0
         actions: list = [None] * count
         for b in rows:
-            action = plans[b][t] if t < len(plans[b]) else STOP
+            action = plans[b][t] if t < len(plans[b]) else STOP_ACTION
             actions[b] = action
             text = turn_text(t, budget, instructions[b], feedback[b], True)
             episodes[b].turns.append({"from": "human", "value": "<image>" + text})

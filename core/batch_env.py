@@ -47,6 +47,7 @@ class BatchEnv:
         batch = self.num_envs
         height, width = family.frame_shape
         self.state = family.new_state(batch)
+        self.work = family.new_workspace(batch)
         self.frames = np.zeros((batch, height, width, 3), np.uint8)
         self.reward = np.zeros(batch, np.float32)
         self.terminated = np.zeros(batch, np.bool_)
@@ -105,7 +106,7 @@ class BatchEnv:
             self._has_reset = True
         elif not self._has_reset:
             raise RuntimeError("reset(rows=...) needs a full reset() first")
-        self.family.render_rows(self.state, self.frames, rows_arr)
+        self.family.render_rows(self.state, self.frames, rows_arr, self.work)
         return self.frames, self._info([""] * self.num_envs)
 
     # ------------------------------------------------------------------------------- step
@@ -142,7 +143,7 @@ class BatchEnv:
             np.logical_and(self.truncated, self._scratch, out=self.truncated)
             if active is not None:
                 np.logical_and(self.truncated, active, out=self.truncated)
-        family.render_after_step(self.state, self.frames)
+        family.render_after_step(self.state, self.frames, self.work)
 
         messages = self._actions.message
         texts = self._texts
@@ -155,7 +156,7 @@ class BatchEnv:
             rows = np.flatnonzero(pending)
             new_seeds = next_seeds(self.seeds[rows])
             family.reset_rows(self.state, rows, new_seeds)
-            family.render_rows(self.state, self.frames, rows)
+            family.render_rows(self.state, self.frames, rows, self.work)
             self.seeds[rows] = new_seeds
             self.steps[rows] = 0
             self.reward[rows] = 0.0
@@ -237,7 +238,8 @@ class BatchEnv:
         self._check_reset()
         goal = self.family.goal_state(copy_state(self.state))
         frames = np.zeros_like(self.frames)
-        self.family.render_rows(goal, frames, self._all_rows)
+        self.family.render_rows(goal, frames, self._all_rows,
+                                self.family.new_workspace(self.num_envs))
         return frames
 
     def success(self) -> np.ndarray:

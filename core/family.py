@@ -9,6 +9,15 @@ the batch for resets), never on one Python object per episode.
 Feedback is a small integer per episode: 0 = "Action executed successfully.", codes 1..4 are the
 parser's error codes (their text comes from the parser, since it quotes the action), and codes
 from FAMILY_BASE upward index ``feedback_texts``, the family's own fixed messages.
+
+Steps follow one template (DESIGN.md "Steps"; Pgx's ``Env.step`` around ``_step``):
+``Family.step`` clears reward and terminated, copies each row's parse error (or IGNORED) into
+feedback, terminates stop rows with reward = ``is_success`` and hands only the valid, non-stop
+rows to the family's ``step_rows`` as a mask. A family never sees a parse error or a stop.
+
+Render scratch (dirty lists, blit tables, depth buffers) lives in a workspace that the BatchEnv
+creates beside the state with ``new_workspace(B)`` and passes to every render call, so one
+family instance can serve several BatchEnvs.
 """
 from __future__ import annotations
 
@@ -18,7 +27,7 @@ from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from .grammar import ActionBatch, Grammar
+from .grammar import OK, STOP, ActionBatch, Grammar
 
 SUCCESS_MESSAGE = "Action executed successfully."
 FAMILY_BASE = 16  # first feedback code a family may define
@@ -34,9 +43,13 @@ class Family(ABC):
     feedback_texts: ClassVar[Sequence[str]] = ()  # code FAMILY_BASE + k -> text k
     has_text_mode: ClassVar[bool] = False
     solver_strategies: ClassVar[Sequence[str]] = ()
+    # Bumped whenever the family's observable behaviour (episodes, dynamics, feedback, frames,
+    # prompts, solver plans) changes; results and datasets record it (Pgx's rule).
+    version: ClassVar[int] = 1
 
     def __init__(self, params):
         self.params = params
+        self.stop_kind = self.grammar.index(STOP.name)
 
     # -- shapes -----------------------------------------------------------------------------
     @property
@@ -61,10 +74,36 @@ class Family(ABC):
     def to_init_state(self, state, i: int) -> dict:
         """Episode i's current state as a JSON-safe dict in the reference's field names."""
 
-    @abstractmethod
+    def new_workspace(self, batch: int):
+        """Render scratch for ``batch`` episodes, owned by the BatchEnv (None: none needed)."""
+        return None
+
     def step(self, state, actions: ActionBatch, reward: np.ndarray, terminated: np.ndarray,
              feedback: np.ndarray) -> None:
-        """Apply parsed actions in place; write reward, terminated and feedback codes."""
+        """The step template: apply parsed actions in place, writing reward, terminated and
+        feedback codes. Parse errors and ignored rows change nothing and keep their code; a stop
+        terminates with reward = is_success; the rest goes to ``step_rows``."""
+        error = actions.error
+        move = actions.move
+        stop = actions.stop
+        reward.fill(0.0)
+        terminated.fill(False)
+        np.copyto(feedback, error)
+        np.equal(error, OK, out=move)
+        np.equal(actions.kind, self.stop_kind, out=stop)
+        np.logical_and(stop, move, out=stop)
+        np.not_equal(move, stop, out=move)
+        self.step_rows(state, actions, move, reward, terminated, feedback)
+        if stop.any():
+            np.logical_or(terminated, stop, out=terminated)
+            np.copyto(reward, self.is_success(state), where=stop)
+
+    @abstractmethod
+    def step_rows(self, state, actions: ActionBatch, rows: np.ndarray, reward: np.ndarray,
+                  terminated: np.ndarray, feedback: np.ndarray) -> None:
+        """The family's dynamics for the rows where ``rows`` (bool[B]) is true: valid, non-stop
+        actions only. Feedback of those rows is 0 on entry (write a family code to change it);
+        reward and terminated are 0 for every row on entry. Other rows must not change."""
 
     @abstractmethod
     def is_success(self, state) -> np.ndarray:
@@ -76,12 +115,12 @@ class Family(ABC):
 
     # -- pixels and text ----------------------------------------------------------------------
     @abstractmethod
-    def render_rows(self, state, frames: np.ndarray, rows: np.ndarray) -> None:
-        """Draw the full frames of ``rows`` from the state."""
+    def render_rows(self, state, frames: np.ndarray, rows: np.ndarray, work) -> None:
+        """Draw the full frames of ``rows`` from the state (``work``: from new_workspace)."""
 
-    def render_after_step(self, state, frames: np.ndarray) -> None:
+    def render_after_step(self, state, frames: np.ndarray, work) -> None:
         """Bring every frame up to date after ``step``; families redraw only what changed."""
-        self.render_rows(state, frames, np.arange(frames.shape[0], dtype=np.int64))
+        self.render_rows(state, frames, np.arange(frames.shape[0], dtype=np.int64), work)
 
     def render_text(self, state, i: int) -> str:
         raise ValueError(f"{self.name} has no text rendering")
@@ -98,11 +137,6 @@ class Family(ABC):
         ``seeds`` (uint64[B], index it with ``rows``) seed any randomness of the solver."""
 
     # -- helpers shared by families ---------------------------------------------------------
-    def feedback_text(self, code: int) -> str:
-        if code == 0:
-            return SUCCESS_MESSAGE
-        return self.feedback_texts[code - FAMILY_BASE]
-
     @classmethod
     def make_params(cls, difficulty: str | None, overrides: Mapping[str, Any]):
         """Params from a preset plus keyword overrides; unknown keywords raise naming them."""
@@ -119,21 +153,3 @@ class Family(ABC):
 def copy_state(state):
     """A deep copy of a State NamedTuple of arrays."""
     return type(state)(*(np.array(a, copy=True) for a in state))
-
-
-def take_rows(state, rows):
-    """A new State holding only ``rows`` (fancy-indexed copies)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    return type(state)(*(a[rows] for a in state))
-
-
-def require_int(field: str, value, low: int | None = None, high: int | None = None) -> int:
-    """Validate an integer parameter; ValueError names the field."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{field}: expected an integer, got {value!r}")
-    value = int(value)
-    if low is not None and value < low:
-        raise ValueError(f"{field}: must be >= {low}, got {value}")
-    if high is not None and value > high:
-        raise ValueError(f"{field}: must be <= {high}, got {value}")
-    return value

@@ -252,11 +252,16 @@ class TruncatedIntVector:
 
 @dataclass(frozen=True)
 class ActionSpec:
-    """One action of a family: its name, payload kind, and the prompt's format string."""
+    """One action of a family: its name and payload kind."""
 
     name: str
     payload: object
-    example: str = ""
+
+
+# The universal stop action: every family's grammar includes STOP, and every plan ends with
+# STOP_ACTION (the step template in core.family terminates on it).
+STOP = ActionSpec("stop", StopToken())
+STOP_ACTION = "('stop', 'stop')"
 
 
 # --------------------------------------------------------------------------- parsed batches
@@ -266,7 +271,9 @@ class ActionBatch:
 
     kind[b] is the index of the action in the grammar (-1 on error); ints/floats hold the payload
     (width K = the widest payload of the grammar, at least 1); error[b] is one of the codes above
-    and message[b] the feedback text for an error ('' when error is OK).
+    and message[b] the feedback text for an error ('' when error is OK). ``move`` and ``stop``
+    are the step template's masks (valid non-stop rows, valid stop rows), filled by
+    ``Family.step``.
     """
 
     kind: np.ndarray
@@ -274,6 +281,15 @@ class ActionBatch:
     floats: np.ndarray
     error: np.ndarray
     message: list = field(default_factory=list)
+    move: np.ndarray = None
+    stop: np.ndarray = None
+
+    def __post_init__(self):
+        batch = self.kind.shape[0]
+        if self.move is None:
+            self.move = np.zeros(batch, np.bool_)
+        if self.stop is None:
+            self.stop = np.zeros(batch, np.bool_)
 
     @classmethod
     def empty(cls, batch: int, width: int) -> "ActionBatch":

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.grammar import ActionSpec, Grammar, IntChoice
+from ..core.grammar import STOP, ActionSpec, Grammar, IntChoice
 from ..kernels import fetch_sim as sim
-from .fetch_reach import MOVE_SPEC, STOP_SPEC, FetchBase, FetchParams
+from .fetch_reach import MOVE_SPEC, FetchBase, FetchParams
 
 _PROMPT = (
     "You are controlling a robotic arm to pick up a grey cube and place it at the target 3D "
@@ -68,8 +68,7 @@ class FetchPickAndPlace(FetchBase):
         "easy": FetchParams(distance_threshold=0.05, camera_jitter_lookat=0.2),
         "hard": FetchParams(distance_threshold=0.05, camera_jitter_lookat=0.2),
     }
-    grammar = Grammar([MOVE_SPEC, ActionSpec("gripper", IntChoice(2), "('gripper', value)"),
-                       STOP_SPEC])
+    grammar = Grammar([MOVE_SPEC, ActionSpec("gripper", IntChoice(2)), STOP])
     solver_strategies = ("staged",)
     xml_name = "pick_and_place.xml"
     base_x = 0.405

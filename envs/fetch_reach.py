@@ -45,7 +45,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.family import FAMILY_BASE, Family, copy_state
-from ..core.grammar import ActionBatch, ActionSpec, FloatVector, Grammar, StopToken
+from ..core.grammar import STOP, STOP_ACTION, ActionBatch, ActionSpec, FloatVector, Grammar
 from ..kernels import fetch_sim as sim
 from ..render import camera as cam
 from ..render import raster3d
@@ -292,7 +292,6 @@ _REACH_PROMPT = (
     "- To stop: `('stop', 'stop')`"
 )
 
-STOP_ACTION = "('stop', 'stop')"
 ACTION_STRINGS = (
     "('move', [-1, 0, 0])", "('move', [1, 0, 0])", "('move', [0, -1, 0])", "('move', [0, 1, 0])",
     "('move', [0, 0, -1])", "('move', [0, 0, 1])", "('move', [0, 0, 0])", "('gripper', 0)",
@@ -300,8 +299,7 @@ ACTION_STRINGS = (
 )
 
 
-MOVE_SPEC = ActionSpec("move", FloatVector(3, -1.0, 1.0), "('move', [x, y, z])")
-STOP_SPEC = ActionSpec("stop", StopToken(), "('stop', 'stop')")
+MOVE_SPEC = ActionSpec("move", FloatVector(3, -1.0, 1.0))
 
 
 class FetchBase(Family):
@@ -330,7 +328,7 @@ class FetchBase(Family):
             self._mjx = MjxStepper(self.scene, impl=params.impl)
         self.meshes = _Meshes(self.scene)
         self._kind = {name: self.grammar.index(name) if name in self.grammar.names else -1
-                      for name in ("move", "gripper", "stop")}
+                      for name in ("move", "gripper")}
         self._render_pool = None
         self._gl = None
         self._depth = {}
@@ -503,18 +501,14 @@ class FetchBase(Family):
         return out
 
     # -- step ---------------------------------------------------------------------------
-    def step(self, state, actions, reward, terminated, feedback):
+    def step_rows(self, state, actions, rows, reward, terminated, feedback):
         sc = self.scene
-        batch = state.phys.shape[0]
-        success = self.is_success(state)
-        simulate = np.zeros(batch, np.bool_)
-        sim.apply_actions(actions.kind, actions.floats, actions.ints, actions.error,
-                          self._kind["move"], self._kind["gripper"], self._kind["stop"],
+        simulate = np.zeros(state.phys.shape[0], np.bool_)
+        sim.apply_actions(actions.kind, actions.floats, actions.ints, rows, self._kind["move"],
                           state.phys, sc.ofs_qpos, sc.ofs_ctrl, sc.ofs_mocap_pos,
                           sc.ofs_mocap_quat, sc.actuator_qpos, state.link_pos, state.link_quat,
-                          state.gripper_cmd, success, reward, terminated, feedback, simulate)
-        rows = np.flatnonzero(simulate)
-        bad = self._advance(state, rows)
+                          state.gripper_cmd, feedback, simulate)
+        bad = self._advance(state, np.flatnonzero(simulate))
         feedback[bad] = UNSTABLE_CODE
         state.moved[:] = simulate
 
@@ -615,7 +609,7 @@ class FetchBase(Family):
         """Per row and view: (eye, forward) of the free cameras."""
         return [free_camera(*camera) for camera in self._cameras(state, rows)]
 
-    def render_rows(self, state, frames, rows):
+    def render_rows(self, state, frames, rows, work):
         rows = np.ascontiguousarray(rows, np.int64)
         if rows.size == 0:
             return
@@ -639,10 +633,10 @@ class FetchBase(Family):
             for g in groups:
                 self._draw_group(state, frames, g)
 
-    def render_after_step(self, state, frames):
+    def render_after_step(self, state, frames, work):
         rows = np.flatnonzero(state.moved)
         if rows.size:
-            self.render_rows(state, frames, rows)
+            self.render_rows(state, frames, rows, work)
 
     def _draw_group(self, state, frames, rows):
         import threading
@@ -731,7 +725,7 @@ class FetchReach(FetchBase):
     name = "fetch_reach"
     Params = FetchParams
     presets = {"easy": FetchParams(), "hard": FetchParams()}
-    grammar = Grammar([MOVE_SPEC, STOP_SPEC])
+    grammar = Grammar([MOVE_SPEC, STOP])
     solver_strategies = ("greedy",)
     xml_name = "reach.xml"
     base_x = 0.4049

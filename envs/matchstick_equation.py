@@ -61,8 +61,9 @@ from typing import NamedTuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from ..core.family import FAMILY_BASE, Family, require_int
-from ..core.grammar import ActionSpec, Grammar, StopToken, TruncatedIntVector
+from ..core.family import FAMILY_BASE, Family
+from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, StopToken, TruncatedIntVector
+from ..core.validate import integer
 from ..kernels import segment_equations as seq
 from ..render import _tiles, raster
 
@@ -129,7 +130,6 @@ BUDGET_CODE = FAMILY_BASE        # "Move budget exhausted. Please try to undo."
 ILLEGAL_CODE = FAMILY_BASE + 1   # "Illegal move."
 NOTHING_CODE = FAMILY_BASE + 2   # "Nothing to undo."
 
-STOP_ACTION = "('stop', 'stop')"
 UNDO_ACTION = "('undo', 'undo')"
 STRATEGIES = {"sos": seq.STRATEGY_SOS, "bfs": seq.STRATEGY_BFS, "dfs": seq.STRATEGY_DFS}
 
@@ -151,15 +151,15 @@ class MatchstickEquationParams:
     max_symbols: int = 12
 
     def __post_init__(self):
-        require_int("break_moves", self.break_moves, 1, 3)
+        integer("break_moves", self.break_moves, 1, 3)
         if not isinstance(self.enforce_min_distance, (bool, np.bool_)):
             raise ValueError(f"enforce_min_distance: expected True or False, got "
                              f"{self.enforce_min_distance!r}")
-        require_int("gen_retry_limit", self.gen_retry_limit, 0, 100_000)
-        require_int("max_symbols", self.max_symbols, 12, MAX_EQUATION_LEN)
+        integer("gen_retry_limit", self.gen_retry_limit, 0, 100_000)
+        integer("max_symbols", self.max_symbols, 12, MAX_EQUATION_LEN)
         for name in ("image_width", "image_height"):
             if getattr(self, name) is not None:
-                require_int(name, getattr(self, name), 8, 4096)
+                integer(name, getattr(self, name), 8, 4096)
 
 
 class MatchstickEquationState(NamedTuple):
@@ -254,22 +254,18 @@ class MatchstickEquation(Family):
                "hard": MatchstickEquationParams(break_moves=2)}
     grammar = Grammar([
         ActionSpec("move", TruncatedIntVector((MAX_EQUATION_LEN, N_SEGMENTS,
-                                               MAX_EQUATION_LEN, N_SEGMENTS)),
-                   "('move', [src_idx, src_seg, dst_idx, dst_seg])"),
-        ActionSpec("undo", StopToken(), "('undo', 'undo')"),
-        ActionSpec("stop", StopToken(), "('stop', 'stop')"),
+                                               MAX_EQUATION_LEN, N_SEGMENTS))),
+        ActionSpec("undo", StopToken()),
+        STOP,
     ])
     feedback_texts = ("Move budget exhausted. Please try to undo.", "Illegal move.",
                       "Nothing to undo.")
     has_text_mode = True
     solver_strategies = ("sos", "bfs", "dfs")
 
-    _MOVE = 0
-    _UNDO = 1
-    _STOP = 2
-
     def __init__(self, params: MatchstickEquationParams):
         super().__init__(params)
+        self._move = self.grammar.index("move")
         self.glyph_tiles = _glyph_tiles()
         self.label_tiles = _label_tiles(params.max_symbols)
         self.native_shape = (FRAME_H, PITCH * params.max_symbols - GAP)
@@ -368,11 +364,10 @@ class MatchstickEquation(Family):
         """Episode i's current equation as a string (the reference's info["equation"])."""
         return _equation_text(state.hist[i, state.depth[i]], int(state.length[i]))
 
-    def step(self, state, actions, reward, terminated, feedback) -> None:
+    def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
         seq.step_equations(state.hist, state.depth, state.length, state.correct, state.dirty,
-                           actions.kind, actions.ints, actions.error, self._MOVE, self._UNDO,
-                           self._STOP, self.params.break_moves, REMOVE_TO, ADD_TO, BUDGET_CODE,
-                           ILLEGAL_CODE, NOTHING_CODE, reward, terminated, feedback)
+                           actions.kind, actions.ints, rows, self._move, self.params.break_moves,
+                           REMOVE_TO, ADD_TO, BUDGET_CODE, ILLEGAL_CODE, NOTHING_CODE, feedback)
 
     def is_success(self, state) -> np.ndarray:
         return state.correct.copy()
@@ -411,7 +406,7 @@ class MatchstickEquation(Family):
         raster.fill(frames, rows, np.array(BACKGROUND_RGB, np.uint8))
         self._draw(state, frames, rows, True)
 
-    def render_rows(self, state, frames, rows) -> None:
+    def render_rows(self, state, frames, rows, work) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         if rows.shape[0] == 0:
             return
@@ -427,14 +422,14 @@ class MatchstickEquation(Family):
         raster.resize_area(native, out)
         frames[rows] = out
 
-    def render_after_step(self, state, frames) -> None:
+    def render_after_step(self, state, frames, work) -> None:
         if not self._scaled:
             rows = np.arange(frames.shape[0], dtype=np.int64)
             self._draw(state, frames, rows, False)
             return
         changed = np.flatnonzero(state.dirty[:, 0] >= 0)
         if changed.size:
-            self.render_rows(state, frames, changed)
+            self.render_rows(state, frames, changed, work)
 
     def render_text(self, state, i: int) -> str:
         n = int(state.length[i])
@@ -462,11 +457,11 @@ class MatchstickEquation(Family):
     def _plans(self, state, rows, strategy, max_moves=None, sos_seed=None, sos_max_len=None):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy: expected one of {tuple(STRATEGIES)}, got {strategy!r}")
-        cap = -1 if max_moves is None else require_int("max_moves", max_moves, 0, 3)
+        cap = -1 if max_moves is None else integer("max_moves", max_moves, 0, 3)
         use_seed = sos_seed is not None
         seed = np.uint64(0) if sos_seed is None else np.uint64(
-            require_int("sos_seed", sos_seed, 0, 2**64 - 1))
-        max_len = -1 if sos_max_len is None else require_int("sos_max_len", sos_max_len, 1)
+            integer("sos_seed", sos_seed, 0, 2**64 - 1))
+        max_len = -1 if sos_max_len is None else integer("sos_max_len", sos_max_len, 1)
         return seq.plan_rows(state.hist, state.depth, state.length,
                              np.ascontiguousarray(rows, dtype=np.int64), self.params.break_moves,
                              cap, STRATEGIES[strategy], use_seed, seed, max_len, REMOVE_TO,

@@ -67,7 +67,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.family import Family
-from ..core.grammar import ActionSpec, FloatVector, Grammar, StopToken
+from ..core.grammar import STOP, STOP_ACTION, ActionSpec, FloatVector, Grammar
 from ..kernels.pose2d import (aligned_poses, plan_random_split, plan_unit_first, sample_poses,
                               step_pose_moves)
 from ..kernels.strokes import dash_pieces, dirty_tiles, segment_endpoints, tile_strokes
@@ -227,7 +227,6 @@ _PROMPT_TAIL = (
     "- Finalize the stick position: `('stop', 'stop')`"
 )
 
-STOP_ACTION = "('stop', 'stop')"
 DEFAULT_NUM_STEPS = 5
 
 
@@ -237,16 +236,12 @@ class MatchstickRotation(Family):
     presets = {"easy": MatchstickRotationParams(pos_tolerance=10, ang_tolerance=15),
                "hard": MatchstickRotationParams(pos_tolerance=5, ang_tolerance=10)}
     grammar = Grammar([
-        ActionSpec("move", MovePayload(3, -FLOAT32_FINITE_LIMIT, FLOAT32_FINITE_LIMIT),
-                   "('move', [dx, dy, dθ])"),
-        ActionSpec("stop", StopToken(), "('stop', 'stop')"),
+        ActionSpec("move", MovePayload(3, -FLOAT32_FINITE_LIMIT, FLOAT32_FINITE_LIMIT)),
+        STOP,
     ])
     feedback_texts = ()
     has_text_mode = False
     solver_strategies = ("unit_first", "stochastic")
-
-    _MOVE = 0
-    _STOP = 1
 
     def __init__(self, params: MatchstickRotationParams):
         super().__init__(params)
@@ -329,11 +324,9 @@ class MatchstickRotation(Family):
             "initial_ang": float(state.ang[i]),
         }
 
-    def step(self, state, actions, reward, terminated, feedback) -> None:
-        step_pose_moves(state.scale, state.target_mid, state.target_ang, state.mid, state.ang,
-                        state.prev_mid, state.prev_ang, actions.kind, actions.floats,
-                        actions.error, self._MOVE, self._STOP, self._width, self._height,
-                        self._pos_tol, self._ang_tol, reward, terminated, feedback)
+    def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
+        step_pose_moves(state.scale, state.mid, state.ang, state.prev_mid, state.prev_ang,
+                        actions.floats, rows, self._width, self._height)
 
     def is_success(self, state) -> np.ndarray:
         out = np.empty(state.scale.shape[0], np.bool_)
@@ -383,7 +376,7 @@ class MatchstickRotation(Family):
             self._buffers["tiles"] = scratch
         return scratch
 
-    def render_rows(self, state, frames, rows) -> None:
+    def render_rows(self, state, frames, rows, work) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         n = rows.shape[0]
         if n == 0:
@@ -412,7 +405,7 @@ class MatchstickRotation(Family):
         raster.draw_lines(frames, np.repeat(rows, k), strokes[:, 0], strokes[:, 1],
                           strokes[:, 2], strokes[:, 3], np.tile(FRAME_STROKE_WIDTHS, n), BLACK)
 
-    def render_after_step(self, state, frames) -> None:
+    def render_after_step(self, state, frames, work) -> None:
         changed = state.ang != state.prev_ang
         changed |= state.mid[:, 0] != state.prev_mid[:, 0]
         changed |= state.mid[:, 1] != state.prev_mid[:, 1]

@@ -30,10 +30,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..core.family import FAMILY_BASE, Family, require_int
-from ..core.grammar import ActionSpec, Grammar, IntChoice, StopToken
+from ..core.family import FAMILY_BASE, Family
+from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntChoice
+from ..core.validate import integer
 from ..kernels.grid import generate_mazes, solve_mazes, step_moves
-from ..render import _tiles
+from ..render import tiles as tile_render
 
 CELL_PX = 25
 FLOOR_RGB = (255, 255, 255)
@@ -60,7 +61,7 @@ class Maze2DParams:
 
     def __post_init__(self):
         for name in ("maze_width", "maze_height"):
-            value = require_int(name, getattr(self, name), 5, 201)
+            value = integer(name, getattr(self, name), 5, 201)
             if value % 2 == 0:
                 raise ValueError(f"{name}: must be odd (width/height of maze should be odd), "
                                  f"got {value}")
@@ -180,7 +181,6 @@ _PROMPT_BODY = (
     "- To stop: `('stop', 'stop')`"
 )
 
-STOP_ACTION = "('stop', 'stop')"
 MOVE_ACTIONS = tuple(f"('move', {d})" for d in range(4))
 
 
@@ -188,21 +188,20 @@ class Maze2D(Family):
     name = "maze_2d"
     Params = Maze2DParams
     presets = {"easy": Maze2DParams(9, 9), "hard": Maze2DParams(11, 11)}
-    grammar = Grammar([
-        ActionSpec("move", IntChoice(4), "('move', direction)"),
-        ActionSpec("stop", StopToken(), "('stop', 'stop')"),
-    ])
+    grammar = Grammar([ActionSpec("move", IntChoice(4)), STOP])
     feedback_texts = ("Cannot move into a wall.",)
     has_text_mode = True
     solver_strategies = ("bfs",)
 
-    _MOVE = 0
-    _STOP = 1
-
     def __init__(self, params: Maze2DParams):
         super().__init__(params)
         self.tiles = _tile_atlas()
-        self._dirty = None
+
+    def new_workspace(self, batch: int):
+        # The two cells each step redraws (the agent's old and new cell), per episode.
+        return (np.repeat(np.arange(batch, dtype=np.int64), 2),
+                np.empty(2 * batch, np.int32), np.empty(2 * batch, np.int32),
+                np.empty(2 * batch, np.int32))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -243,10 +242,9 @@ class Maze2D(Family):
             "target_location": [int(v) for v in state.target[i]],
         }
 
-    def step(self, state, actions, reward, terminated, feedback) -> None:
-        step_moves(state.walls, state.agent, state.prev_agent, state.target, actions.kind,
-                   actions.ints, actions.error, self._MOVE, self._STOP, WALL_CODE, reward,
-                   terminated, feedback)
+    def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
+        step_moves(state.walls, state.agent, state.prev_agent, actions.ints, rows, WALL_CODE,
+                   feedback)
 
     def is_success(self, state) -> np.ndarray:
         return (state.agent == state.target).all(axis=1)
@@ -257,22 +255,17 @@ class Maze2D(Family):
         return state
 
     # -- pixels and text ------------------------------------------------------------------
-    def render_rows(self, state, frames, rows) -> None:
+    def render_rows(self, state, frames, rows, work) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         height, width = self.shape
         maps = np.empty((rows.shape[0], height, width), np.int32)
         _tilemaps(state.walls, state.agent, state.target, rows, maps)
-        _tiles.blit_tilemaps(frames, rows, self.tiles, maps)
+        tile_render.blit_tilemaps(frames, rows, self.tiles, maps)
 
-    def render_after_step(self, state, frames) -> None:
-        batch = frames.shape[0]
-        if self._dirty is None or self._dirty[0].shape[0] != 2 * batch:
-            self._dirty = (np.repeat(np.arange(batch, dtype=np.int64), 2),
-                           np.empty(2 * batch, np.int32), np.empty(2 * batch, np.int32),
-                           np.empty(2 * batch, np.int32))
-        idx, ids, xs, ys = self._dirty
+    def render_after_step(self, state, frames, work) -> None:
+        idx, ids, xs, ys = work
         _dirty_cells(state.walls, state.agent, state.prev_agent, state.target, ids, xs, ys)
-        _tiles.blit_tiles(frames, idx, self.tiles, ids, xs, ys)
+        tile_render.blit_tiles(frames, idx, self.tiles, ids, xs, ys)
 
     def render_text(self, state, i: int) -> str:
         grid = np.where(state.walls[i] != 0, "#", " ")

@@ -54,8 +54,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..core.family import FAMILY_BASE, Family, require_int
-from ..core.grammar import ActionSpec, Grammar, IntChoice, StopToken
+from ..core.family import FAMILY_BASE, Family
+from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntChoice
+from ..core.validate import integer
 from ..core.seeding import next_seeds
 from ..kernels.grid import generate_mazes
 from ..kernels.grid_heading import (FWD_DCOL, FWD_DROW, initial_headings, plan_batch,
@@ -96,21 +97,21 @@ class Maze3DParams:
 
     def __post_init__(self):
         for name in ("maze_width", "maze_height"):
-            value = require_int(name, getattr(self, name), 5, 201)
+            value = integer(name, getattr(self, name), 5, 201)
             if value % 2 == 0:
                 raise ValueError(f"{name}: must be odd (width/height of maze should be odd), "
                                  f"got {value}")
         size = self.render_size
         if not isinstance(size, (tuple, list)) or len(size) != 2:
             raise ValueError(f"render_size: expected (width, height), got {size!r}")
-        width = require_int("render_size[0] (width)", size[0], 8, 8192)
-        height = require_int("render_size[1] (height)", size[1], 8, 8192)
+        width = integer("render_size[0] (width)", size[0], 8, 8192)
+        height = integer("render_size[1] (height)", size[1], 8, 8192)
         object.__setattr__(self, "render_size", (width, height))
         if self.max_plan_steps is not None:
             # Corner to opposite corner takes (H-3)+(W-3) moves, at least one turn and a stop:
             # a smaller limit could never be met.
             shortest = self.maze_width + self.maze_height - 4
-            require_int("max_plan_steps", self.max_plan_steps, shortest, None)
+            integer("max_plan_steps", self.max_plan_steps, shortest, None)
         if self.renderer not in RENDERERS:
             raise ValueError(f"renderer: expected one of {RENDERERS}, got {self.renderer!r}")
 
@@ -381,7 +382,6 @@ _PROMPT = (
     "Turning actions do not change your position, only your facing direction."
 )
 
-STOP_ACTION = "('stop', 'stop')"
 ACTION_TEXT = ("('move', 0)", "('turn', 1)", "('turn', 2)", "('turn', 3)")
 MAX_REDRAWS = 64   # generation attempts per episode before the budget cut gives up
 # Redraw seeds are salted so that they never coincide with the seed chain of auto-resets.
@@ -394,17 +394,17 @@ class Maze3D(Family):
     presets = {"easy": Maze3DParams(7, 7, max_plan_steps=20),
                "hard": Maze3DParams(9, 9, max_plan_steps=30)}
     grammar = Grammar([
-        ActionSpec("move", IntChoice(1), "('move', 0)"),
-        ActionSpec("turn", IntChoice(3, start=1), "('turn', direction)"),
-        ActionSpec("stop", StopToken(), "('stop', 'stop')"),
+        ActionSpec("move", IntChoice(1)),
+        ActionSpec("turn", IntChoice(3, start=1)),
+        STOP,
     ])
     feedback_texts = ("Cannot move forward - wall collision",)
     solver_strategies = ("bfs",)
 
-    _MOVE, _TURN, _STOP = 0, 1, 2
-
     def __init__(self, params: Maze3DParams):
         super().__init__(params)
+        self._move = self.grammar.index("move")
+        self._turn = self.grammar.index("turn")
         self.atlas, self.texture_rects = raster3d.pack_textures(make_textures())
         width, height = params.render_size
         self.projection = camera.perspective(FOV_X_DEG, width / height, NEAR, FAR)
@@ -493,10 +493,9 @@ class Maze3D(Family):
             "cam_dir": int(state.heading[i]),
         }
 
-    def step(self, state, actions, reward, terminated, feedback) -> None:
-        step_heading(state.walls, state.agent, state.heading, state.target, actions.kind,
-                     actions.ints, actions.error, self._MOVE, self._TURN, self._STOP, WALL_CODE,
-                     reward, terminated, feedback, state.changed)
+    def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
+        step_heading(state.walls, state.agent, state.heading, actions.kind, actions.ints, rows,
+                     self._move, self._turn, WALL_CODE, feedback, state.changed)
 
     def is_success(self, state) -> np.ndarray:
         return (state.agent == state.target).all(axis=1)
@@ -548,7 +547,7 @@ class Maze3D(Family):
             self._capacity = count
         return self._scratch
 
-    def render_rows(self, state, frames, rows) -> None:
+    def render_rows(self, state, frames, rows, work) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         count = rows.shape[0]
         if count == 0:
@@ -601,11 +600,11 @@ class Maze3D(Family):
             face_colors=self.sphere_colors, face_flags=raster3d.FLAG_LIT, normals=normals,
             light_dir=light, ambient=LIGHT_AMBIENT, diffuse=LIGHT_DIFFUSE)
 
-    def render_after_step(self, state, frames) -> None:
+    def render_after_step(self, state, frames, work) -> None:
         rows = np.empty(state.changed.shape[0], np.int64)
         n = _changed_rows(state.changed, rows)
         if n:
-            self.render_rows(state, frames, rows[:n])
+            self.render_rows(state, frames, rows[:n], work)
 
     def prompt(self, state, i: int, text_mode: bool = False) -> str:
         height, width = self.shape

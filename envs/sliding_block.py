@@ -58,8 +58,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..core.family import FAMILY_BASE, Family, require_int
-from ..core.grammar import ActionSpec, Grammar, StopToken
+from ..core.family import FAMILY_BASE, Family
+from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
+from ..core.validate import integer
 from ..kernels.blocks import (DIR_DCOL, DIR_DROW, PLAN_TOO_LONG, fill_board, scramble_layouts,
                               solve_layouts, step_slides)
 from ..render import _tiles, raster
@@ -185,7 +186,7 @@ class SlidingBlockParams:
     num_shuffle_moves: int = 0
 
     def __post_init__(self):
-        require_int("num_shuffle_moves", self.num_shuffle_moves, 0, 1_000_000)
+        integer("num_shuffle_moves", self.num_shuffle_moves, 0, 1_000_000)
 
 
 class SlidingBlockState(NamedTuple):
@@ -379,7 +380,6 @@ _PROMPT_BODY = (
     "- To stop: `('stop', 'stop')`"
 )
 
-STOP_ACTION = "('stop', 'stop')"
 MOVE_ACTIONS = tuple(f"('move', ({k + 1}, {d}))" for k in range(N_BLOCKS) for d in range(4))
 BLOCK_FIELDS = ("original_blocks", "target_blocks", "current_blocks")
 
@@ -467,15 +467,12 @@ class SlidingBlock(Family):
     Params = SlidingBlockParams
     presets = {"easy": SlidingBlockParams(30), "hard": SlidingBlockParams(90)}
     grammar = Grammar([
-        ActionSpec("move", BlockMovePayload(), "('move', (block_id, direction))"),
-        ActionSpec("stop", StopToken(), "('stop', 'stop')"),
+        ActionSpec("move", BlockMovePayload()),
+        STOP,
     ])
     feedback_texts = _refusal_texts()
     has_text_mode = True
     solver_strategies = ("bfs",)
-
-    _MOVE = 0
-    _STOP = 1
 
     def __init__(self, params: SlidingBlockParams):
         super().__init__(params)
@@ -552,10 +549,9 @@ class SlidingBlock(Family):
             "current_blocks": _layout_dict(state.pos[i]),
         }
 
-    def step(self, state, actions, reward, terminated, feedback) -> None:
-        step_slides(state.board, state.pos, state.target_pos, BLOCK_SIZE, state.moves,
-                    state.last_block, state.last_dir, actions.kind, actions.ints, actions.error,
-                    self._MOVE, self._STOP, REFUSED_BASE, reward, terminated, feedback)
+    def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
+        step_slides(state.board, state.pos, BLOCK_SIZE, state.moves, state.last_block,
+                    state.last_dir, actions.ints, rows, REFUSED_BASE, feedback)
 
     def is_success(self, state) -> np.ndarray:
         return (state.pos == state.target_pos).all(axis=(1, 2))
@@ -568,7 +564,7 @@ class SlidingBlock(Family):
         return state
 
     # -- pixels and text ------------------------------------------------------------------
-    def render_rows(self, state, frames, rows) -> None:
+    def render_rows(self, state, frames, rows, work) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         count = rows.shape[0]
         if count == 0:
@@ -585,7 +581,7 @@ class SlidingBlock(Family):
                      ids, xs, ys)
         _tiles.blit_tiles(frames, np.repeat(rows, cells), self.tiles, ids, xs, ys)
 
-    def render_after_step(self, state, frames) -> None:
+    def render_after_step(self, state, frames, work) -> None:
         batch = frames.shape[0]
         cap = MAX_DIRTY_CELLS * batch
         if self._dirty is None or self._dirty[0].shape[0] != cap:

@@ -175,43 +175,29 @@ def scramble_layouts(start, size, height, width, key_block, n_key, n_walk, n_spr
 
 # --------------------------------------------------------------------------- stepping
 @njit(cache=True)
-def step_slides(board, pos, target_pos, size, moves, last_block, last_dir, kind, ints, error,
-                move_kind, stop_kind, fail_base, reward, terminated, feedback):
-    """One step for the whole batch, in place.
+def step_slides(board, pos, size, moves, last_block, last_dir, ints, rows, fail_base, feedback):
+    """The moves of one step, in place, for the rows where ``rows`` is true (the step template
+    in core handles errors and stop).
 
     A move (ints[b, 0] = block id, ints[b, 1] = direction) that is legal slides the block and
     counts in ``moves``; one that is not (id 0, off the board, blocked) sets feedback
-    ``fail_base + ints[b, 2]`` (the caller's index of the message for that payload). A parse
-    error copies its code into feedback and changes nothing. Stop terminates with reward 1 iff
-    every block is at its target. ``last_block``/``last_dir`` record the move just made (0 = none)
-    so the renderer can redraw only the cells it touched.
+    ``fail_base + ints[b, 2]`` (the caller's index of the message for that payload).
+    ``last_block``/``last_dir`` record the move just made (0 = none) so the renderer can redraw
+    only the cells it touched.
     """
     for b in range(pos.shape[0]):
         last_block[b] = 0
-        reward[b] = 0.0
-        terminated[b] = False
-        if error[b] != 0:
-            feedback[b] = error[b]
+        if not rows[b]:
             continue
-        feedback[b] = 0
-        if kind[b] == move_kind:
-            block = ints[b, 0]
-            d = ints[b, 1]
-            if block >= 1 and can_slide(board[b], pos[b], size, block - 1, d):
-                slide(board[b], pos[b], size, block - 1, d)
-                moves[b] += 1
-                last_block[b] = block
-                last_dir[b] = d
-            else:
-                feedback[b] = fail_base + ints[b, 2]
-        elif kind[b] == stop_kind:
-            terminated[b] = True
-            solved = True
-            for k in range(pos.shape[1]):
-                if pos[b, k, 0] != target_pos[b, k, 0] or pos[b, k, 1] != target_pos[b, k, 1]:
-                    solved = False
-            if solved:
-                reward[b] = 1.0
+        block = ints[b, 0]
+        d = ints[b, 1]
+        if block >= 1 and can_slide(board[b], pos[b], size, block - 1, d):
+            slide(board[b], pos[b], size, block - 1, d)
+            moves[b] += 1
+            last_block[b] = block
+            last_dir[b] = d
+        else:
+            feedback[b] = fail_base + ints[b, 2]
 
 
 # --------------------------------------------------------------------------- solver

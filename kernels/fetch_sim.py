@@ -307,32 +307,22 @@ def sample_episodes(seeds, rows, initial_grip, height_offset, has_object, goal_r
 # the discrete action -> controls of one control step (Numba)
 
 @njit(cache=True)
-def apply_actions(kind, floats, ints, error, move_kind, gripper_kind, stop_kind, phys,
-                  ofs_qpos, ofs_ctrl, ofs_mocap_pos, ofs_mocap_quat, actuator_qpos, link_pos,
-                  link_quat, gripper_cmd, success, reward, terminated, feedback, simulate):
-    """Map parsed actions onto the physics vectors of the rows that move.
-
-    Errors change nothing and report their code; stop terminates with reward = success and runs
-    no physics; move and gripper re-anchor the mocap to the gripper_link's current pose, add
-    0.05 m x payload and the (1, 0, 1, 0) quaternion term, and set each finger actuator to its
-    joint position + the sticky command (fetch_reach.md section 6)."""
+def apply_actions(kind, floats, ints, rows, move_kind, phys, ofs_qpos, ofs_ctrl, ofs_mocap_pos,
+                  ofs_mocap_quat, actuator_qpos, link_pos, link_quat, gripper_cmd, feedback,
+                  simulate):
+    """Map the parsed move and gripper actions of the rows where ``rows`` is true onto the
+    physics vectors (the step template in core handles errors and stop; ``simulate`` says which
+    rows then run physics). move and gripper re-anchor the mocap to the gripper_link's current
+    pose, add 0.05 m x payload and the (1, 0, 1, 0) quaternion term, and set each finger
+    actuator to its joint position + the sticky command (fetch_reach.md section 6)."""
     for b in range(kind.shape[0]):
         simulate[b] = False
-        reward[b] = 0.0
-        terminated[b] = False
-        if error[b] != 0:
-            feedback[b] = error[b]
-            continue
-        feedback[b] = 0
-        k = kind[b]
-        if k == stop_kind:
-            terminated[b] = True
-            reward[b] = 1.0 if success[b] else 0.0
+        if not rows[b]:
             continue
         dx = 0.0
         dy = 0.0
         dz = 0.0
-        if k == move_kind:
+        if kind[b] == move_kind:
             dx = floats[b, 0]
             dy = floats[b, 1]
             dz = floats[b, 2]
@@ -340,12 +330,9 @@ def apply_actions(kind, floats, ints, error, move_kind, gripper_kind, stop_kind,
                     abs(dx), abs(dy), abs(dz)) > 1.0:
                 feedback[b] = 4
                 continue
-        elif k == gripper_kind:
+        else:
             # ('gripper', 0) opens (+1), ('gripper', 1) closes (-1); the command is sticky.
             gripper_cmd[b] = 1.0 if ints[b, 0] == 0 else -1.0
-        else:
-            feedback[b] = 4
-            continue
         phys[b, ofs_mocap_pos + 0] = link_pos[b, 0] + STEP_M * dx
         phys[b, ofs_mocap_pos + 1] = link_pos[b, 1] + STEP_M * dy
         phys[b, ofs_mocap_pos + 2] = link_pos[b, 2] + STEP_M * dz

@@ -1,6 +1,6 @@
 """Batched grid-maze dynamics: perfect-maze generation, moves, and shortest paths (Numba).
 
-Shared by the grid families (maze_2d now, maze_3d later): nothing here knows a family by name.
+Shared by the grid families: nothing here knows a family by name.
 A maze is a uint8 wall map (1 = wall) whose outer ring is wall and whose cells sit at odd-odd
 positions (spec/envs/maze_2d.md section 3).
 
@@ -104,37 +104,24 @@ def generate_mazes(walls, agent, target, rows, seeds):
 
 
 @njit(cache=True)
-def step_moves(walls, agent, prev_agent, target, kind, ints, error, move_kind, stop_kind,
-               wall_code, reward, terminated, feedback):
-    """One maze_2d step for the whole batch, in place.
-
-    A move into a wall sets ``wall_code``; a parse error copies its error code into feedback and
-    changes nothing; stop terminates with reward 1 iff agent == target. ``prev_agent`` receives
-    the position before the step (the renderer redraws both cells).
-    """
+def step_moves(walls, agent, prev_agent, ints, rows, wall_code, feedback):
+    """The moves of one maze_2d step, in place, for the rows where ``rows`` is true (valid
+    moves: the step template in core handles errors and stop). A move into a wall sets
+    ``wall_code``. ``prev_agent`` receives every row's position before the step (the renderer
+    redraws both cells)."""
     for b in range(agent.shape[0]):
         prev_agent[b, 0] = agent[b, 0]
         prev_agent[b, 1] = agent[b, 1]
-        reward[b] = 0.0
-        terminated[b] = False
-        if error[b] != 0:
-            feedback[b] = error[b]
+        if not rows[b]:
             continue
-        feedback[b] = 0
-        k = kind[b]
-        if k == move_kind:
-            d = ints[b, 0]
-            nr = agent[b, 0] + DIR_DROW[d]
-            nc = agent[b, 1] + DIR_DCOL[d]
-            if walls[b, nr, nc] != 0:
-                feedback[b] = wall_code
-            else:
-                agent[b, 0] = nr
-                agent[b, 1] = nc
-        elif k == stop_kind:
-            terminated[b] = True
-            if agent[b, 0] == target[b, 0] and agent[b, 1] == target[b, 1]:
-                reward[b] = 1.0
+        d = ints[b, 0]
+        nr = agent[b, 0] + DIR_DROW[d]
+        nc = agent[b, 1] + DIR_DCOL[d]
+        if walls[b, nr, nc] != 0:
+            feedback[b] = wall_code
+        else:
+            agent[b, 0] = nr
+            agent[b, 1] = nc
 
 
 @njit(cache=True)

@@ -98,20 +98,16 @@ def initial_headings(walls, agent, target, heading, rows, seeds):
 
 
 @njit(cache=True)
-def step_heading(walls, agent, heading, target, kind, ints, error, move_kind, turn_kind,
-                 stop_kind, wall_code, reward, terminated, feedback, changed):
-    """One step of the whole batch, in place. move: one cell forward unless a wall is there
-    (then ``wall_code``); turn p: heading += TURN_DELTA[p]; stop: terminate, reward 1 iff on the
-    target. A parse error copies its code into feedback and changes nothing. ``changed[b]`` says
-    whether the walker's pose (cell or heading) changed."""
+def step_heading(walls, agent, heading, kind, ints, rows, move_kind, turn_kind, wall_code,
+                 feedback, changed):
+    """The moves and turns of one step, in place, for the rows where ``rows`` is true (the step
+    template in core handles errors and stop). move: one cell forward unless a wall is there
+    (then ``wall_code``); turn p: heading += TURN_DELTA[p]. ``changed[b]`` says whether the
+    walker's pose (cell or heading) changed."""
     for b in range(agent.shape[0]):
-        reward[b] = 0.0
-        terminated[b] = False
         changed[b] = False
-        if error[b] != 0:
-            feedback[b] = error[b]
+        if not rows[b]:
             continue
-        feedback[b] = 0
         k = kind[b]
         if k == move_kind:
             d = heading[b]
@@ -126,10 +122,6 @@ def step_heading(walls, agent, heading, target, kind, ints, error, move_kind, tu
         elif k == turn_kind:
             heading[b] = (heading[b] + TURN_DELTA[ints[b, 0]]) % 4
             changed[b] = True
-        elif k == stop_kind:
-            terminated[b] = True
-            if agent[b, 0] == target[b, 0] and agent[b, 1] == target[b, 1]:
-                reward[b] = 1.0
 
 
 @njit(cache=True)

@@ -100,35 +100,21 @@ def is_aligned(x, y, a, tx, ty, ta, sc, pos_tol_px, ang_tol_deg):
 
 
 @njit(cache=True)
-def step_pose_moves(scale, target_mid, target_ang, mid, ang, prev_mid, prev_ang, kind, floats,
-                    error, move_kind, stop_kind, width, height, pos_tol_px, ang_tol_deg, reward,
-                    terminated, feedback):
-    """One step for the whole batch, in place. A parse error (``error`` != 0) copies its code into
-    feedback and changes nothing; a move applies (dx, dy, dtheta) from ``floats``; a stop
-    terminates with reward 1 iff the pose is aligned with the target within the tolerances.
-    ``prev_mid``/``prev_ang`` receive the pose before the step (the renderer erases it)."""
+def step_pose_moves(scale, mid, ang, prev_mid, prev_ang, floats, rows, width, height):
+    """The moves of one step, in place, for the rows where ``rows`` is true (the step template
+    in core handles errors and stop): (dx, dy, dtheta) from ``floats``. ``prev_mid``/``prev_ang``
+    receive every row's pose before the step (the renderer erases it)."""
     for b in range(mid.shape[0]):
         prev_mid[b, 0] = mid[b, 0]
         prev_mid[b, 1] = mid[b, 1]
         prev_ang[b] = ang[b]
-        reward[b] = 0.0
-        terminated[b] = False
-        if error[b] != 0:
-            feedback[b] = error[b]
+        if not rows[b]:
             continue
-        feedback[b] = 0
-        k = kind[b]
-        if k == move_kind:
-            x, y, a = apply_move(mid[b, 0], mid[b, 1], ang[b], scale[b], np.float64(floats[b, 0]),
-                                 np.float64(floats[b, 1]), np.float64(floats[b, 2]), width, height)
-            mid[b, 0] = x
-            mid[b, 1] = y
-            ang[b] = a
-        elif k == stop_kind:
-            terminated[b] = True
-            if is_aligned(mid[b, 0], mid[b, 1], ang[b], target_mid[b, 0], target_mid[b, 1],
-                          target_ang[b], scale[b], pos_tol_px, ang_tol_deg):
-                reward[b] = 1.0
+        x, y, a = apply_move(mid[b, 0], mid[b, 1], ang[b], scale[b], np.float64(floats[b, 0]),
+                             np.float64(floats[b, 1]), np.float64(floats[b, 2]), width, height)
+        mid[b, 0] = x
+        mid[b, 1] = y
+        ang[b] = a
 
 
 @njit(cache=True)

@@ -456,31 +456,25 @@ def _neighbours(sym, n, remove_to, add_to):
 
 # ------------------------------------------------------------------------------ stepping
 @njit(cache=True)
-def step_equations(hist, depth, length, correct, dirty, kind, ints, error, move_kind,
-                   undo_kind, stop_kind, max_moves, remove_to, add_to, budget_code,
-                   illegal_code, nothing_code, reward, terminated, feedback):
-    """One step for the whole batch, in place.
+def step_equations(hist, depth, length, correct, dirty, kind, ints, rows, move_kind, max_moves,
+                   remove_to, add_to, budget_code, illegal_code, nothing_code, feedback):
+    """The moves and undos of one step, in place, for the rows where ``rows`` is true (the step
+    template in core handles errors and stop).
 
     hist[b, d] is the equation after d moves in effect (d = depth[b]). A move first checks the
-    move budget (depth < max_moves), then legality; a legal one writes hist[b, d + 1]. An undo
-    pops one level. A stop terminates with reward 1 iff the current equation is correct. A row
-    with a parse error copies its error code into feedback and changes nothing. dirty[b] receives
-    the (up to two) symbol positions whose glyph changed, -1 otherwise.
+    move budget (depth < max_moves), then legality; a legal one writes hist[b, d + 1]. Any other
+    action (undo) pops one level. dirty[b] receives the (up to two) symbol positions whose glyph
+    changed, -1 otherwise.
     """
     v_int, v_i, v_f, ops = _scratch()
     for b in range(hist.shape[0]):
-        reward[b] = 0.0
-        terminated[b] = False
         dirty[b, 0] = -1
         dirty[b, 1] = -1
-        if error[b] != 0:
-            feedback[b] = error[b]
+        if not rows[b]:
             continue
-        feedback[b] = 0
-        k = kind[b]
         d = depth[b]
         n = length[b]
-        if k == move_kind:
+        if kind[b] == move_kind:
             if d >= max_moves:
                 feedback[b] = budget_code
                 continue
@@ -498,7 +492,7 @@ def step_equations(hist, depth, length, correct, dirty, kind, ints, error, move_
             dirty[b, 0] = i
             dirty[b, 1] = j
             correct[b] = _correct(hist[b, d + 1], n, v_int, v_i, v_f, ops)
-        elif k == undo_kind:
+        else:
             if d == 0:
                 feedback[b] = nothing_code
                 continue
@@ -510,10 +504,6 @@ def step_equations(hist, depth, length, correct, dirty, kind, ints, error, move_
             hist[b, d, :] = SYM_BLANK
             depth[b] = d - 1
             correct[b] = _correct(hist[b, d - 1], n, v_int, v_i, v_f, ops)
-        elif k == stop_kind:
-            terminated[b] = True
-            if correct[b]:
-                reward[b] = 1.0
 
 
 # ------------------------------------------------------------------------------ search

@@ -1,0 +1,120 @@
+"""Checks for user-given values (constructor keywords, init-state fields), one message style.
+
+Every check takes the field's name first and returns the value coerced to its declared type;
+a bad value raises ``ValueError("<field>: expected ..., got <value>")``, where the quoted value
+is a short, safe excerpt (a huge or deeply nested value never makes the message itself fail).
+Families, render and bridges all use these, so a user reads the same kind of message everywhere.
+"""
+from __future__ import annotations
+
+import math
+import reprlib
+from typing import Iterable
+
+import numpy as np
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = 60
+_REPR.maxother = 60
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+_REPR.maxlevel = 3
+
+
+def describe(value) -> str:
+    """A bounded repr of ``value`` for error messages (at most ~120 characters)."""
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a hostile __repr__ must not turn an error message into a crash
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def is_integer(value) -> bool:
+    """An int or NumPy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def is_real(value) -> bool:
+    """An int or float (Python or NumPy), not a bool."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+
+
+def integer(field: str, value, low: int | None = None, high: int | None = None) -> int:
+    """An integer in [low, high] (either bound may be None)."""
+    if not is_integer(value):
+        raise ValueError(f"{field}: expected an integer, got {describe(value)}")
+    value = int(value)
+    if low is not None and value < low:
+        raise ValueError(f"{field}: must be >= {low}, got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{field}: must be <= {high}, got {describe(value)}")
+    return value
+
+
+def optional_integer(field: str, value, low: int | None = None, high: int | None = None):
+    """None, or an integer in [low, high]."""
+    return None if value is None else integer(field, value, low, high)
+
+
+def real(field: str, value, low: float | None = None, high: float | None = None, *,
+         positive: bool = False) -> float:
+    """A finite real number in [low, high]; ``positive`` also demands > 0."""
+    if not is_real(value):
+        raise ValueError(f"{field}: expected a number, got {describe(value)}")
+    try:
+        out = float(value)
+    except OverflowError:
+        raise ValueError(f"{field}: {describe(value)} is too large") from None
+    if not math.isfinite(out):
+        raise ValueError(f"{field}: expected a finite number, got {describe(value)}")
+    if positive and out <= 0:
+        raise ValueError(f"{field}: must be > 0, got {out!r}")
+    if low is not None and out < low:
+        raise ValueError(f"{field}: must be >= {low}, got {out!r}")
+    if high is not None and out > high:
+        raise ValueError(f"{field}: must be <= {high}, got {out!r}")
+    return out
+
+
+def _sequence(field: str, value, length: int, what: str):
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, (list, tuple, np.ndarray)):
+        raise ValueError(f"{field}: expected {what}, got {describe(value)}")
+    if len(value) != length:
+        raise ValueError(f"{field}: expected {what}, got {describe(value)}")
+    return value
+
+
+def reals(field: str, value, length: int, low: float | None = None,
+          high: float | None = None, *, positive: bool = False) -> tuple[float, ...]:
+    """A list/tuple of ``length`` finite reals, each checked as ``real``."""
+    seq = _sequence(field, value, length, f"a list of {length} numbers")
+    return tuple(real(f"{field}[{k}]", v, low, high, positive=positive)
+                 for k, v in enumerate(seq))
+
+
+def integers(field: str, value, length: int, low: int | None = None,
+             high: int | None = None) -> tuple[int, ...]:
+    """A list/tuple of ``length`` integers, each checked as ``integer``."""
+    seq = _sequence(field, value, length, f"a list of {length} integers")
+    return tuple(integer(f"{field}[{k}]", v, low, high) for k, v in enumerate(seq))
+
+
+def one_of(field: str, value, options: Iterable):
+    """``value`` if it is one of ``options`` (compared by equality, strings exactly)."""
+    options = tuple(options)
+    if not isinstance(value, (str, int, float, type(None))) or value not in options:
+        raise ValueError(f"{field}: expected one of {options}, got {describe(value)}")
+    return value
+
+
+def mapping(field: str, value, required: Iterable[str] = ()) -> dict:
+    """A dict that has every key of ``required``."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{field}: expected a dict, got {type(value).__name__}")
+    for key in required:
+        if key not in value:
+            raise ValueError(f"{field}.{key}: missing")
+    return value
