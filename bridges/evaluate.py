@@ -32,7 +32,6 @@ import socket
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from dataclasses import replace as dataclass_replace
 from datetime import datetime, timezone
@@ -42,6 +41,7 @@ import numpy as np
 
 from ..core import make
 from ..core.registry import spec as env_spec
+from ..core.threads import ProcessThreadPool
 from .agents import Agent, Episode, Turn
 from .imaging import data_url, encode_jpeg_b64, frame_encoder
 from .replies import extract_action, extract_think
@@ -287,7 +287,7 @@ class Runner:
         # GIFs are written in their own thread so a slow GIF never delays an observation. (JPEG
         # encoding runs inline: a thread hand-off per observation cost more than the ~0.2 ms
         # encode and lowered throughput at high concurrency, measured 0.37 -> 0.41 of ideal.)
-        self._gif_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="visgym-gif")
+        self._gif_pool = ProcessThreadPool(1, "visgym-gif")
         self._steppers: dict[tuple, TaskStepper] = {}
         self._goal_envs: dict[tuple, object] = {}
         self.overhead_s = 0.0

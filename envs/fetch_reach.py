@@ -38,13 +38,13 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from ..core.family import FAMILY_BASE, Family, copy_state
+from ..core.threads import ProcessThreadPool
 from ..core.grammar import STOP, STOP_ACTION, ActionBatch, ActionSpec, FloatVector, Grammar
 from ..kernels import fetch_sim as sim
 from ..render import camera as cam
@@ -329,7 +329,7 @@ class FetchBase(Family):
         self.meshes = _Meshes(self.scene)
         self._kind = {name: self.grammar.index(name) if name in self.grammar.names else -1
                       for name in ("move", "gripper")}
-        self._render_pool = None
+        self._render_pool = ProcessThreadPool(os.cpu_count() or 1, "visgym-fetch-render")
         self._gl = None
         self._depth = {}
 
@@ -626,8 +626,6 @@ class FetchBase(Family):
                 start = k
         threads = os.cpu_count() or 1
         if threads > 1 and len(groups) > 1:
-            if self._render_pool is None:
-                self._render_pool = ThreadPoolExecutor(threads)
             list(self._render_pool.map(lambda g: self._draw_group(state, frames, g), groups))
         else:
             for g in groups:

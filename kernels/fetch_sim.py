@@ -21,12 +21,12 @@ import ctypes
 import glob
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
 from numba import njit
 
+from ..core.threads import ProcessThreadPool
 from .rng import seed_state, uniform01
 
 # MuJoCo picks its OpenGL backend once, when it is first imported. Without a display its default
@@ -184,7 +184,8 @@ class CpuStepper:
         self.threads = max(1, int(threads or os.cpu_count() or 1))
         self._lib = _libmujoco()
         self._local = threading.local()
-        self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
+        # Created per process on first use, so a stepper survives a fork (core/threads.py).
+        self._pool = ProcessThreadPool(self.threads, "visgym-mujoco") if self.threads > 1 else None
         self._mujoco = mujoco
         self._bad = [int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQPOS),
                      int(mujoco.mjtWarning.mjWARN_BADQVEL)]
