@@ -177,3 +177,24 @@ def test_bad_arguments_name_the_field(tmp_path):
                           (dict(strategy="nope"), "--strategy")]:
         with pytest.raises(ValueError, match=field):
             demos.generate([demos.DemoConfig(task="maze_2d", **kwargs)], tmp_path, workers=1)
+
+
+@pytest.mark.timeout(240)
+def test_fetch_demos_twice_in_one_process_with_forked_workers(tmp_path, monkeypatch):
+    """The hang of issue 10: demos of a Fetch task with one worker (the parent steps a Fetch
+    env, whose MuJoCo thread pool then runs, and caches it), then with two forked workers in the
+    same process. The children must finish, with the same bytes as the one-process run."""
+    import multiprocessing
+
+    from visgym.bridges import pools
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    monkeypatch.setattr(pools, "_numba_threads_started", lambda: False)
+    monkeypatch.setattr(pools, "_jax_started", lambda: False)
+    assert pools.pool_context().get_start_method() == "fork"
+    configs = [demos.DemoConfig(task="fetch_reach", episodes=4, shard_size=2)]
+    demos.generate(configs, tmp_path / "one", workers=1, progress=False)
+    demos.generate(configs, tmp_path / "two", workers=2, progress=False)
+    assert _files(tmp_path / "one") == _files(tmp_path / "two")
+    assert len(list((tmp_path / "two").rglob("*.jpg"))) > 0

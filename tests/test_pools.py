@@ -34,3 +34,36 @@ def test_spawn_without_fork(monkeypatch, numba_parallel):
     numba_parallel(False)
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     assert pools.pool_context().get_start_method() == "spawn"
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                    reason="no fork on this platform")
+def test_spawn_once_jax_runs(monkeypatch, numba_parallel):
+    numba_parallel(False)
+    monkeypatch.setattr(pools, "_jax_started", lambda: True)
+    assert pools.pool_context().get_start_method() == "spawn"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                    reason="no fork on this platform")
+def test_thread_pool_used_before_a_fork_works_in_the_child():
+    """A ProcessThreadPool that ran tasks in the parent runs tasks in a forked child (a bare
+    ThreadPoolExecutor copied by fork has no threads and blocks the child forever)."""
+    from visgym.core.threads import ProcessThreadPool
+
+    pool = ProcessThreadPool(2, "test")
+    assert sum(pool.map(abs, [-1, -2, -3])) == 6
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=_use_pool_and_exit, args=(pool,))
+    child.start()
+    child.join(30)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child blocked on the inherited thread pool")
+    assert child.exitcode == 0
+    pool.shutdown()
+
+
+def _use_pool_and_exit(pool):
+    assert pool.submit(sum, [1, 2, 3]).result(timeout=20) == 6
