@@ -67,3 +67,22 @@ def test_thread_pool_used_before_a_fork_works_in_the_child():
 
 def _use_pool_and_exit(pool):
     assert pool.submit(sum, [1, 2, 3]).result(timeout=20) == 6
+
+
+def test_no_bare_thread_pool_outside_core_threads():
+    """Every thread pool of the package is a ProcessThreadPool (recreated after a fork): a bare
+    executor stored on an env, a stepper or a cache would hang a forked worker again."""
+    import pathlib
+
+    import visgym
+
+    root = pathlib.Path(visgym.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("tests/", ".venv/", "build/")) or rel == "core/threads.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        if "ThreadPoolExecutor(" in text or "ThreadPool(" in text.replace("ProcessThreadPool(", ""):
+            offenders.append(rel)
+    assert offenders == []
