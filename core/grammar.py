@@ -42,28 +42,44 @@ FORMAT_MESSAGE = (
 # Strings longer than this are parsed every time instead of being remembered.
 _CACHE_MAX_TEXT = 512
 _CACHE_MAX_ENTRIES = 1 << 16
-# Feedback quotes at most this many characters of an unparsable action.
-_QUOTE_MAX = 300
+# Feedback quotes at most this many characters of the model's text (it is sent back to the model
+# on every later turn, so it costs prompt tokens), escaped so that it is always printable.
+_QUOTE_MAX = 200
+
+
+def _printable(text: str) -> str:
+    """``text`` with every character that is not printable (NULs, controls, lone surrogates,
+    which no request or file could encode) written as its escape, as repr would."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def _excerpt(text: str) -> str:
+    """A bounded, printable excerpt of ``text``: at most _QUOTE_MAX characters after escaping."""
+    shown = _printable(text[:_QUOTE_MAX])
+    if len(shown) > _QUOTE_MAX or len(text) > _QUOTE_MAX:
+        shown = shown[:_QUOTE_MAX] + f"... ({len(text)} characters)"
+    return shown
 
 
 def parse_error_message(text: str, why: str) -> str:
     """The reference's parse-error feedback: prefix and suffix fixed, the middle says why."""
-    shown = text if len(text) <= _QUOTE_MAX else text[:_QUOTE_MAX]
-    quoted = repr(shown)
-    if len(text) > _QUOTE_MAX:
+    if len(text) <= _QUOTE_MAX and len(repr(text)) <= _QUOTE_MAX + 2:
+        quoted = repr(text)
+    else:
+        quoted = repr(text[:_QUOTE_MAX])[:_QUOTE_MAX + 1] + "'"
         quoted += f" (first {_QUOTE_MAX} of {len(text)} characters)"
-    return f"Cannot parse action string {quoted}: {why} so the action is invalid."
+    return f"Cannot parse action string {quoted}: {_excerpt(why)} so the action is invalid."
 
 
 def _payload_text(payload) -> str:
-    """str() of a payload as the reference prints it, bounded in length."""
+    """str() of a payload as the reference prints it, bounded in length and printable."""
     try:
         text = str(payload)
     except Exception:  # pragma: no cover - str of parsed literals does not fail
         text = "<unprintable>"
-    if len(text) > _QUOTE_MAX:
-        text = text[:_QUOTE_MAX] + "..."
-    return text
+    return _excerpt(text)
 
 
 def _is_int(x) -> bool:

@@ -1,6 +1,8 @@
 """The shared action grammar and parser: payload kinds, feedback wording, batching and cache."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from visgym.core.grammar import (BAD_PAYLOAD, FORMAT_ERROR, OK, PARSE_ERROR, UNKNOWN_NAME,
                                  ActionSpec, FloatVector, Grammar, IntChoice, IntVector,
@@ -117,3 +119,28 @@ def test_truncated_int_vector_accepts_numbers_like_numpy_and_truncates():
         assert grammar.parse_one(text)[3] == BAD_PAYLOAD, text
     sample = TruncatedIntVector((30, 13, 30, 13)).sample(np.random.default_rng(0))
     assert len(sample) == 4 and all(0 <= v < b for v, b in zip(sample, (30, 13, 30, 13)))
+
+
+@pytest.mark.parametrize("text", [
+    "('move', '\\udfff')",            # the escape decodes to a lone surrogate payload
+    "('\\ud800', 1)",                 # ... or name
+    "('move', '\\x00')", "\x00" * 500, "('mo\x00ve', 1)",
+    "('move', '" + "\\U0001f600" * 400 + "')", "x" * 5000, "(" + "'\\udfff', " * 300 + ")",
+])
+def test_feedback_is_printable_encodable_and_bounded(text):
+    """Feedback is sent back to the model on every later turn and written to logs: it must
+    encode as UTF-8 (no lone surrogates), hold no NULs or control characters, and quote only a
+    bounded excerpt of the model's text."""
+    _, _, _, error, message = GRAMMAR.parse_one(text)
+    assert error != 0
+    message.encode("utf-8")
+    assert message.isprintable()
+    assert len(message) <= 700
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=3000))
+def test_any_text_gives_encodable_bounded_feedback(text):
+    _, _, _, _, message = GRAMMAR.parse_one(text)
+    message.encode("utf-8")
+    assert message.isprintable() and len(message) <= 700
