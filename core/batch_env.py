@@ -11,6 +11,7 @@ env's own buffers and are overwritten by the next call: copy them to keep them.
 """
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import numpy as np
@@ -20,6 +21,25 @@ from .grammar import IGNORED, ActionBatch
 from .seeding import check_seeds, draw_seeds, next_seeds
 
 AUTORESET_MODES = ("next_step", "disabled")
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _check_frame_memory(batch: int, height: int, width: int) -> None:
+    """Refuse up front a batch whose frame buffer alone cannot fit in this machine's memory,
+    instead of a MemoryError (or the OOM killer) somewhere inside the allocation."""
+    need = int(batch) * int(height) * int(width) * 3
+    have = _physical_memory()
+    if have is not None and need > have // 2:
+        raise ValueError(
+            f"num_envs: {batch} episodes of {height}x{width} frames need {need / 2**30:.1f} GiB "
+            f"for the frame buffer alone, more than half of this machine's "
+            f"{have / 2**30:.1f} GiB of memory")
 
 
 class BatchEnv:
@@ -46,6 +66,7 @@ class BatchEnv:
         self.grammar = family.grammar
         batch = self.num_envs
         height, width = family.frame_shape
+        _check_frame_memory(batch, height, width)
         self.state = family.new_state(batch)
         self.work = family.new_workspace(batch)
         self.frames = np.zeros((batch, height, width, 3), np.uint8)
