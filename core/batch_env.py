@@ -153,6 +153,8 @@ class BatchEnv:
         self.grammar.parse(actions, self._actions)
         if active is not None:
             np.copyto(self._actions.error, IGNORED, where=~active)
+            np.logical_and(self._actions.move, active, out=self._actions.move)
+            np.logical_and(self._actions.stop, active, out=self._actions.stop)
         family.step(self.state, self._actions, self.reward, self.terminated, self._codes)
         if active is None:
             self.steps += 1

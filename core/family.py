@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from .grammar import OK, STOP, ActionBatch, Grammar
+from .grammar import STOP, ActionBatch, Grammar
 
 SUCCESS_MESSAGE = "Action executed successfully."
 FAMILY_BASE = 16  # first feedback code a family may define
@@ -83,17 +83,11 @@ class Family(ABC):
         """The step template: apply parsed actions in place, writing reward, terminated and
         feedback codes. Parse errors and ignored rows change nothing and keep their code; a stop
         terminates with reward = is_success; the rest goes to ``step_rows``."""
-        error = actions.error
-        move = actions.move
-        stop = actions.stop
         reward.fill(0.0)
         terminated.fill(False)
-        np.copyto(feedback, error)
-        np.equal(error, OK, out=move)
-        np.equal(actions.kind, self.stop_kind, out=stop)
-        np.logical_and(stop, move, out=stop)
-        np.not_equal(move, stop, out=move)
-        self.step_rows(state, actions, move, reward, terminated, feedback)
+        np.copyto(feedback, actions.error)
+        self.step_rows(state, actions, actions.move, reward, terminated, feedback)
+        stop = actions.stop
         if stop.any():
             np.logical_or(terminated, stop, out=terminated)
             np.copyto(reward, self.is_success(state), where=stop)

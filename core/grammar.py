@@ -288,8 +288,8 @@ class ActionBatch:
     kind[b] is the index of the action in the grammar (-1 on error); ints/floats hold the payload
     (width K = the widest payload of the grammar, at least 1); error[b] is one of the codes above
     and message[b] the feedback text for an error ('' when error is OK). ``move`` and ``stop``
-    are the step template's masks (valid non-stop rows, valid stop rows), filled by
-    ``Family.step``.
+    are the step template's masks: rows with a valid non-stop action, rows with a valid stop
+    (whoever sets ``error`` afterwards, as BatchEnv does for rows it does not step, clears them).
     """
 
     kind: np.ndarray
@@ -306,6 +306,13 @@ class ActionBatch:
             self.move = np.zeros(batch, np.bool_)
         if self.stop is None:
             self.stop = np.zeros(batch, np.bool_)
+
+    @classmethod
+    def from_arrays(cls, kind, ints, floats, error, stop_kind: int) -> "ActionBatch":
+        """A batch built from arrays (as a solver builds its actions), masks computed."""
+        valid = np.asarray(error) == OK
+        stop = valid & (np.asarray(kind) == stop_kind)
+        return cls(kind, ints, floats, error, [""] * len(kind), move=valid & ~stop, stop=stop)
 
     @classmethod
     def empty(cls, batch: int, width: int) -> "ActionBatch":
@@ -338,6 +345,10 @@ class Grammar:
         self._ints = np.zeros((64, self.width), np.int32)
         self._floats = np.zeros((64, self.width), np.float64)
         self._error = np.zeros(64, np.int32)
+        # The step template's masks per vocabulary row: a valid non-stop action, a valid stop.
+        self.stop_kind = self._index.get(STOP.name, -2)
+        self._move = np.zeros(64, np.bool_)
+        self._stop = np.zeros(64, np.bool_)
         self._ids = np.zeros(0, np.int64)
 
     def index(self, name: str) -> int:
@@ -379,12 +390,16 @@ class Grammar:
             grow = self._kind.shape[0] * 2
             self._kind = np.resize(self._kind, grow)
             self._error = np.resize(self._error, grow)
+            self._move = np.resize(self._move, grow)
+            self._stop = np.resize(self._stop, grow)
             self._ints = np.resize(self._ints, (grow, self.width))
             self._floats = np.resize(self._floats, (grow, self.width))
         self._kind[row] = kind
         self._ints[row] = ints
         self._floats[row] = floats
         self._error[row] = error
+        self._stop[row] = error == OK and kind == self.stop_kind
+        self._move[row] = error == OK and kind != self.stop_kind
         self._messages.append(message)
         if text is None or (isinstance(text, str) and len(text) <= _CACHE_MAX_TEXT):
             self._vocab[text] = row   # None: the filler of rows that are not stepped
@@ -410,6 +425,8 @@ class Grammar:
         self._ids[:] = ids
         np.take(self._kind, self._ids, out=out.kind)
         np.take(self._error, self._ids, out=out.error)
+        np.take(self._move, self._ids, out=out.move)
+        np.take(self._stop, self._ids, out=out.stop)
         np.take(self._ints, self._ids, axis=0, out=out.ints)
         np.take(self._floats, self._ids, axis=0, out=out.floats)
         messages = self._messages
