@@ -78,7 +78,8 @@ def bench_single_gym(env_id: str, seconds: float, make_kwargs: dict | None = Non
 
     import visgym  # noqa: F401  (registers the ids)
 
-    env = gymnasium.make(env_id, **(make_kwargs or {})).unwrapped
+    kwargs = {"max_steps": gymnasium.spec(env_id).max_episode_steps, **(make_kwargs or {})}
+    env = gymnasium.make(env_id, **kwargs).unwrapped   # the env itself, with the budget inside
     env.reset(seed=0)
     rng = np.random.default_rng(1)
     pool = _action_pool(env.batch, rng)

@@ -6,10 +6,14 @@ Both are thin layers over BatchEnv: the single env is a BatchEnv with B = 1 and 
 forwards whole batches. Actions are the reference's action strings; the action space is
 ``ActionText``, whose samples are well-formed random actions of the family's grammar. The single
 env offers the reference's extra methods (``get_prompt``, ``solve``, ``get_init_state``,
-``reset(init_state=...)``) and the ``env_feedback`` attribute.
+``reset(init_state=...)``, through wrappers ``reset(options={"init_state": ...})``) and the
+``env_feedback`` attribute.
 
 Budget: like the evaluation harness (and unlike the reference env, which never truncates), an
-episode is truncated after 20 steps on easy and 30 on hard; pass ``max_steps=None`` to disable.
+episode is truncated after 20 steps on easy and 30 on hard. Through ``gymnasium.make`` that is
+gymnasium's own ``TimeLimit`` (the registered ``max_episode_steps``; pass
+``max_episode_steps=N`` to change it); a ``VisGymEnv`` built directly takes ``max_steps``
+(``None`` disables it).
 """
 from __future__ import annotations
 
@@ -46,7 +50,10 @@ class ActionText(spaces.Space):
         return f"ActionText({list(self.grammar.names)})"
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, ActionText) and other.grammar is self.grammar
+        # By value: a copy of the space in another process (gymnasium's async vector env checks
+        # its workers' spaces against its own) is the same space.
+        return isinstance(other, ActionText) and (
+            other.grammar is self.grammar or other.grammar.actions == self.grammar.actions)
 
 
 def _budget(env_id: str, max_steps):
@@ -86,6 +93,8 @@ class VisGymEnv(gymnasium.Env):
             episode_seed = seed
         else:
             episode_seed = int(self._seed_seq.spawn(1)[0].generate_state(1, np.uint64)[0])
+        if init_state is None and options:
+            init_state = options.get("init_state")
         init_states = None if init_state is None else [init_state]
         frames, info = self.batch.reset(seeds=[episode_seed], init_states=init_states)
         self.env_feedback = None
@@ -169,8 +178,12 @@ class VisGymVectorEnv(VectorEnv):
         return self.batch.frames.copy()
 
 
-def _make_vector(env_id: str, num_envs: int = 1, **kwargs):
-    return VisGymVectorEnv(env_id, num_envs=num_envs, **kwargs)
+def _make_vector(env_id: str, num_envs: int = 1, max_steps=None, max_episode_steps=None,
+                 **kwargs):
+    # gymnasium.make_vec passes the registered max_episode_steps here (the single env gets a
+    # TimeLimit instead); an explicit max_steps wins.
+    budget = max_steps if max_steps is not None else max_episode_steps
+    return VisGymVectorEnv(env_id, num_envs=num_envs, max_steps=budget, **kwargs)
 
 
 def register_all() -> None:
@@ -182,6 +195,8 @@ def register_all() -> None:
             id=env_id,
             entry_point=VisGymEnv,
             vector_entry_point=_make_vector,
-            kwargs={"env_id": env_id},
+            # The budget is gymnasium's TimeLimit, so the env itself does not truncate.
+            max_episode_steps=registry.spec(env_id).default_max_steps,
+            kwargs={"env_id": env_id, "max_steps": None},
             disable_env_checker=True,
         )
