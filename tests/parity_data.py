@@ -1,21 +1,74 @@
-"""Shared fixtures: where the reference recordings live, and a small JSONL reader."""
+"""Shared fixtures: where the reference recordings live, and a small JSONL reader.
+
+The recordings live outside the repository (``../shared/parity``, or ``$VISGYM_SHARED/parity``).
+Without them the parity tests skip, except under CI (``CI`` set to any non-empty value), where a
+missing recording fails: a checkout without them must not pass with zero parity checks. Every
+parity module therefore has a ``test_recordings_are_present`` calling ``require_recordings``
+(its recording-parametrized tests collect nothing when the file is missing).
+"""
 import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("VISGYM_SHARED", REPO.parent / "shared"))
-PARITY = SHARED / "parity"
+
+
+def parity_dir() -> Path:
+    """Where the recordings are, read from the environment now."""
+    return Path(os.environ.get("VISGYM_SHARED", REPO.parent / "shared")) / "parity"
+
+
+SHARED = parity_dir().parent
+PARITY = parity_dir()
+
+
+def missing_recording(path) -> None:
+    """Skip the calling test because a recording is missing; fail it instead under CI."""
+    message = f"reference recordings not found at {path} (set VISGYM_SHARED)"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}; under CI (CI={os.environ['CI']!r}) that is a failure",
+                    pytrace=False)
+    pytest.skip(message)
+
+
+def require_recordings(*families: str) -> None:
+    """Inside a test: the families' JSONL recordings exist, else missing_recording."""
+    for family in families:
+        path = parity_dir() / f"{family}.jsonl"
+        if not path.is_file():
+            missing_recording(path)
 
 
 def load_parity(family: str) -> list:
-    path = PARITY / f"{family}.jsonl"
-    if not path.exists():
-        pytest.skip(f"reference recordings not found at {path} (set VISGYM_SHARED)")
+    """A family's recorded episodes, or [] when the file is missing (at collection time; the
+    module's test_recordings_are_present then skips, or fails under CI)."""
+    path = parity_dir() / f"{family}.jsonl"
+    if not path.is_file():
+        return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def reference_episode(episodes: list, env_id: str, index: int = 0) -> dict:
+    """Inside a test: recorded episode ``index`` of ``env_id``, else missing_recording."""
+    for episode in episodes:
+        if episode["env_id"] == env_id and episode["episode"] == index:
+            return episode
+    missing_recording(f"{parity_dir()} ({env_id} episode {index})")
+
+
+def reference_frame(family: str, difficulty: str) -> np.ndarray:
+    """Inside a test: the reference's reset frame ``frames/<family>_<difficulty>.png`` as
+    uint8 RGB, else missing_recording."""
+    from PIL import Image
+
+    path = parity_dir() / "frames" / f"{family}_{difficulty}.png"
+    if not path.is_file():
+        missing_recording(path)
+    return np.asarray(Image.open(path).convert("RGB"))
 
 
 def episode_id(episode: dict) -> str:

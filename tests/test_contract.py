@@ -1,25 +1,45 @@
 """The contract every registered env id fulfils (one shared test, as Pgx's api_test).
 
-Seeding, determinism, batch independence, init-state round trips, the step budget, auto-reset
-semantics, and robustness to arbitrary action text. Parametrized over ``visgym.list_envs()`` so
-each new family is held to it automatically.
+Seeding, determinism, batch independence, init-state (JSON) round trips, incremental redraws
+equal to full redraws, the frame buffer's layout, the prompt naming every action, the step
+budget, auto-reset semantics, and robustness to arbitrary action text. Parametrized over
+``visgym.list_envs()`` so each new family is held to it automatically.
+
+Every id runs every test, so the tests stay small: Fetch ids (physics and 480x960 frames) run
+with at most ``FETCH_BATCH`` episodes.
 """
+import json
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import visgym
-from visgym.core.grammar import OK
+from contract_checks import assert_frames_equal_a_full_redraw, assert_states_equal
+from visgym.core.grammar import OK, STOP
+from visgym.core.rollout import run_plans
 
 ENV_IDS = visgym.list_envs()
+FETCH_BATCH = 4
 
 
-def _random_actions(env, rng, n):
+def _batch(env_id, n):
+    """n episodes, or at most FETCH_BATCH for the (slow) Fetch ids."""
+    return min(n, FETCH_BATCH) if env_id.startswith("fetch_") else n
+
+
+def _random_actions(env, rng, n, stops=True):
+    """n random valid action strings (without stops when ``stops`` is False)."""
     from visgym.bridges.gym import ActionText
 
     space = ActionText(env.grammar, seed=int(rng.integers(2**31)))
-    return [space.sample() for _ in range(n)]
+    actions = []
+    while len(actions) < n:
+        action = space.sample()
+        if stops or env.grammar.parse_one(action)[0] != env.grammar.index(STOP.name):
+            actions.append(action)
+    return actions
 
 
 def _states_equal(a, b):
@@ -28,28 +48,29 @@ def _states_equal(a, b):
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_episode_depends_only_on_its_seed(env_id):
-    """Seed 1234 stepped alone and at position 37 of a batch of 64 gives identical frames and
-    states at every step."""
+    """Seed 1234 stepped alone and at position 37 of a batch of 64 (Fetch: 5 of 8, two render
+    groups) gives identical frames and states at every step."""
     rng = np.random.default_rng(0)
+    n, at = (8, 5) if env_id.startswith("fetch_") else (64, 37)
     alone = visgym.make(env_id, num_envs=1, autoreset="disabled", max_steps=None)
-    batch = visgym.make(env_id, num_envs=64, autoreset="disabled", max_steps=None)
-    seeds = list(range(5000, 5064))
-    seeds[37] = 1234
+    batch = visgym.make(env_id, num_envs=n, autoreset="disabled", max_steps=None)
+    seeds = list(range(5000, 5000 + n))
+    seeds[at] = 1234
     f1, _ = alone.reset(seeds=[1234])
-    f64, _ = batch.reset(seeds=seeds)
-    np.testing.assert_array_equal(f1[0], f64[37])
+    fb, _ = batch.reset(seeds=seeds)
+    np.testing.assert_array_equal(f1[0], fb[at])
     plan = alone.solve()[0]
     actions = _random_actions(alone, rng, 12) + plan
-    others = _random_actions(batch, rng, 64 * len(actions))
+    others = _random_actions(batch, rng, n * len(actions))
     for t, action in enumerate(actions):
-        batch_actions = others[64 * t: 64 * (t + 1)]
-        batch_actions[37] = action
+        batch_actions = others[n * t: n * (t + 1)]
+        batch_actions[at] = action
         f1, r1, term1, _, info1 = alone.step([action])
-        f64, r64, term64, _, info64 = batch.step(batch_actions)
-        np.testing.assert_array_equal(f1[0], f64[37])
-        assert r1[0] == r64[37] and term1[0] == term64[37]
-        assert info1["feedback"][0] == info64["feedback"][37]
-        assert alone.state_dicts()[0] == batch.state_dicts()[37]
+        fb, rb, termb, _, infob = batch.step(batch_actions)
+        np.testing.assert_array_equal(f1[0], fb[at])
+        assert r1[0] == rb[at] and term1[0] == termb[at]
+        assert info1["feedback"][0] == infob["feedback"][at]
+        assert alone.state_dicts()[0] == batch.state_dicts()[at]
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
@@ -75,40 +96,133 @@ def test_unseeded_resets_follow_the_env_seed(env_id):
     assert not np.array_equal(first, fa)
 
 
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_state_dicts_round_trip(env_id):
-    """reset(init_states=state_dicts()) rebuilds the same episodes, mid-episode too."""
+def _json_reloads(env_id):
+    """Yields (when, env, other, dicts) twice: ``env`` right after a reset, then mid-episode (5
+    more random steps), ``other`` a fresh env reset from ``json.loads(json.dumps(dicts))``,
+    where ``dicts`` = ``env.state_dicts()`` (strict JSON: no NaN or infinities)."""
     rng = np.random.default_rng(1)
-    env = visgym.make(env_id, num_envs=6, autoreset="disabled", max_steps=None)
-    env.reset(seeds=range(100, 106))
-    for _ in range(5):
-        env.step(_random_actions(env, rng, 6))
-    dicts = env.state_dicts()
-    frames = env.frames.copy()
-    state = [a.copy() for a in env.state]
-    other = visgym.make(env_id, num_envs=6)
-    f2, _ = other.reset(init_states=dicts)
-    np.testing.assert_array_equal(frames, f2)
-    assert other.state_dicts() == dicts
-    assert env.solve() == other.solve()
-    assert _states_equal(state, env.state)
+    n = _batch(env_id, 6)
+    env = visgym.make(env_id, num_envs=n, autoreset="disabled", max_steps=None)
+    env.reset(seeds=range(100, 100 + n))
+    for when, steps in (("after reset", 0), ("mid-episode", 5)):
+        for _ in range(steps):
+            env.step(_random_actions(env, rng, n))
+        dicts = env.state_dicts()
+        loaded = json.loads(json.dumps(dicts, allow_nan=False))
+        other = visgym.make(env_id, num_envs=n, autoreset="disabled", max_steps=None)
+        other.reset(init_states=loaded)
+        yield when, env, other, dicts
+
+
+def _step_both(env, other, rng):
+    actions = _random_actions(env, rng, env.num_envs)
+    _, r1, term1, _, info1 = env.step(actions)
+    _, r2, term2, _, info2 = other.step(actions)
+    assert r1.tolist() == r2.tolist() and term1.tolist() == term2.tolist()
+    assert info1["feedback"] == info2["feedback"]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_state_dicts_survive_json_and_rebuild_the_episodes(env_id):
+    """A fresh env reset from the JSON round trip of state_dicts() shows the same frames and
+    gives back the same dicts and solver plans, right after a reset and mid-episode, and then
+    steps alike; neither state_dicts() nor solve() changes the episodes."""
+    rng = np.random.default_rng(4)
+    for when, env, other, dicts in _json_reloads(env_id):
+        state = [a.copy() for a in env.state]
+        np.testing.assert_array_equal(other.frames, env.frames, err_msg=when)
+        assert other.state_dicts() == dicts, when
+        assert env.solve() == other.solve(), when
+        assert _states_equal(state, env.state), f"{when}: state_dicts() or solve() changed it"
+        for t in range(2):
+            _step_both(env, other, rng)
+            np.testing.assert_array_equal(other.frames, env.frames, err_msg=f"{when}, step {t}")
+            assert other.state_dicts() == env.state_dicts(), f"{when}, step {t}"
+
+
+_HIDDEN_STATE_BUGS = {
+    "fetch_pick_and_place": "envs/fetch_reach.py: object_start (where a diverged simulation "
+    "restarts the cube) is not in to_init_state; load_rows sets it to the current object_pos",
+    "sliding_block": "envs/sliding_block.py: the successful-move counter `moves` is not in "
+    "to_init_state (load_rows sets it to 0), and a step that moves no block leaves a stale "
+    "`last_dir` (load_rows does not reset it either), so reloaded states differ",
+}
+
+
+def _known_bugs(bugs):
+    """ENV_IDS, the ids of the families in ``bugs`` (family -> bug) marked strict xfail."""
+    return [pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=bugs[e.split("/")[0]]))
+            if e.split("/")[0] in bugs else e for e in ENV_IDS]
+
+
+@pytest.mark.parametrize("env_id", _known_bugs(_HIDDEN_STATE_BUGS))
+def test_state_dicts_rebuild_every_state_array(env_id):
+    """Nothing of an episode lives outside its state dict: after a reset, every state array of
+    the reloaded env equals the original's; mid-episode, every one does once both took the same
+    step (fields that describe the last step, such as what must be redrawn, may differ right
+    after the reload, which took no step)."""
+    rng = np.random.default_rng(5)
+    for when, env, other, _ in _json_reloads(env_id):
+        if when == "after reset":
+            assert_states_equal(other.state, env.state, when)
+        _step_both(env, other, rng)
+        assert_states_equal(other.state, env.state, f"{when}, then one step")
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_solver_plans_succeed_and_leave_the_episode_alone(env_id):
-    env = visgym.make(env_id, num_envs=16, autoreset="disabled", max_steps=None)
-    env.reset(seeds=range(16))
+    n = _batch(env_id, 16)
+    env = visgym.make(env_id, num_envs=n, autoreset="disabled", max_steps=None)
+    env.reset(seeds=range(n))
     before = [a.copy() for a in env.state]
     plans = env.solve()
     assert _states_equal(before, env.state)
-    longest = max(len(p) for p in plans)
-    got = np.zeros(16)
-    done = np.zeros(16, bool)
-    for t in range(longest):
-        _, reward, terminated, _, _ = env.step([p[min(t, len(p) - 1)] for p in plans])
-        got += np.where(done, 0, reward)
-        done |= terminated
-    assert done.all() and (got == 1).all()
+    result = run_plans(env, plans)
+    assert result.terminated.all() and (result.reward == 1).all(), result
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_incremental_redraw_equals_a_full_redraw(env_id):
+    """After a reset, after every random valid step and after every step of the solver plans,
+    the frames that reset/step keep up to date equal frames drawn from scratch."""
+    n = _batch(env_id, 8)
+    env = visgym.make(env_id, num_envs=n, autoreset="disabled", max_steps=None)
+    env.reset(seeds=range(200, 200 + n))
+    assert_frames_equal_a_full_redraw(env, "after reset")
+    rng = np.random.default_rng(2)
+    for t in range(6 if env_id.startswith("fetch_") else 15):
+        env.step(_random_actions(env, rng, n, stops=False))
+        assert_frames_equal_a_full_redraw(env, f"after random step {t}")
+    run_plans(env, env.solve(), on_step=lambda t, *_: assert_frames_equal_a_full_redraw(
+        env, f"after solver step {t}"))
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_frames_are_uint8_c_contiguous_at_the_declared_capacity(env_id):
+    """Frames from reset, step and goal_frames are one uint8 (B, H, W, 3) C-contiguous buffer
+    of the family's declared frame_shape."""
+    env = visgym.make(env_id, num_envs=2)
+    height, width = env.family.frame_shape
+    rng = np.random.default_rng(3)
+    frames, _ = env.reset(seeds=[1, 2])
+    stepped, *_ = env.step(_random_actions(env, rng, 2, stops=False))
+    for name, f in (("reset", frames), ("step", stepped), ("goal_frames", env.goal_frames())):
+        assert f.dtype == np.uint8 and f.shape == (2, height, width, 3), (name, f.dtype, f.shape)
+        assert f.flags.c_contiguous, name
+    assert env.frame_shape == (height, width, 3)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_prompt_names_every_action(env_id):
+    """The prompt (and the text-mode prompt where the family has one) names every action of the
+    grammar as it is written in an action, quoted."""
+    env = visgym.make(env_id, num_envs=1)
+    env.reset(seeds=[0])
+    for text_mode in (False, True) if env.family.has_text_mode else (False,):
+        prompt = env.prompt(text_mode=text_mode)
+        missing = [name for name in env.grammar.names
+                   if f"'{name}'" not in prompt and f'"{name}"' not in prompt]
+        assert not missing, f"text_mode={text_mode}: {missing} not in the prompt"
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
@@ -167,10 +281,8 @@ def test_goal_frames_show_a_solved_configuration(env_id):
     env = visgym.make(env_id, num_envs=4, autoreset="disabled", max_steps=None)
     env.reset(seeds=range(4))
     goal = env.goal_frames()
-    plans = env.solve()
-    for t in range(max(len(p) for p in plans)):
-        # Step every plan up to (not including) its stop, then compare with the goal frames.
-        env.step([p[t] if t < len(p) - 1 else "('noop', 0)" for p in plans])
+    # Step every plan up to (not including) its stop, then compare with the goal frames.
+    run_plans(env, [p[:-1] for p in env.solve()])
     np.testing.assert_array_equal(env.frames, goal)
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import visgym
+from contract_checks import assert_frames_equal_a_full_redraw
 from visgym.envs.matchstick_equation import (ADD_TO, BOX_H, GAP, GLYPH_SEGMENTS, PITCH,
                                              REMOVE_TO, SYMBOLS, MatchstickEquation)
 from visgym.kernels import segment_equations as seq
@@ -266,15 +267,14 @@ def test_frame_layout_centres_the_equation_at_native_scale():
     assert frame[80:, x0:x0 + 60].min() < 60
 
 
-def test_frames_after_steps_equal_a_fresh_render():
+def test_frames_after_dfs_moves_and_undos_equal_a_fresh_render():
+    """The dfs plans try a move and undo it, over and over: each undo redraws the glyphs."""
     env = visgym.make("matchstick_equation/hard", num_envs=16, autoreset="disabled")
     env.reset(seeds=range(16))
     plans = env.solve(strategy="dfs")
     for t in range(12):
         env.step([p[t] if t < len(p) - 1 else UNDO for p in plans])
-        fresh = np.zeros_like(env.frames)
-        env.family.render_rows(env.state, fresh, np.arange(16))
-        np.testing.assert_array_equal(env.frames, fresh)
+        assert_frames_equal_a_full_redraw(env, f"after dfs step {t}")
 
 
 def test_image_size_params_resample_the_frame():
@@ -287,9 +287,7 @@ def test_image_size_params_resample_the_frame():
     env.step([_move(0, 0, 5, 8), "junk"])
     assert not np.array_equal(env.frames[0], before[0])
     np.testing.assert_array_equal(env.frames[1], before[1])
-    fresh = np.zeros_like(env.frames)
-    env.family.render_rows(env.state, fresh, np.arange(2))
-    np.testing.assert_array_equal(env.frames, fresh)
+    assert_frames_equal_a_full_redraw(env, "resampled frames")
 
 
 def test_long_equations_fit_with_a_larger_max_symbols():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import visgym
+from contract_checks import assert_frames_equal_a_full_redraw
 from maze_checks import passages
 from visgym.envs.maze_2d import CELL_PX
 
@@ -135,9 +136,7 @@ def test_frame_layout_and_stateless_redraw():
     env.step(["('move', 2)"])
     np.testing.assert_array_equal(
         env.frames[0, 5 * CELL_PX:6 * CELL_PX, 5 * CELL_PX:6 * CELL_PX], target_cell)
-    fresh = visgym.make("maze_2d/easy", maze_width=7, maze_height=7)
-    fresh.reset(init_states=env.state_dicts())
-    np.testing.assert_array_equal(fresh.frames, env.frames)
+    assert_frames_equal_a_full_redraw(env, "after leaving the target")
 
 
 def test_prompt_states_the_facts():

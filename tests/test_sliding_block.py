@@ -351,17 +351,6 @@ def test_frame_layout_colours_and_outlines():
     assert (f[y + 1:y + 50, x:x + 49] == 255).all() and (f[y + 1:y + 50, 49] == 0).all()
 
 
-def test_incremental_redraw_equals_a_full_redraw():
-    env = _env("hard", 16)
-    env.reset(seeds=range(16))
-    rng = np.random.default_rng(0)
-    full = np.zeros_like(env.frames)
-    for _ in range(80):
-        env.step([f"('move', ({rng.integers(1, 11)}, {rng.integers(4)}))" for _ in range(16)])
-        env.family.render_rows(env.state, full, np.arange(16))
-        assert np.array_equal(full, env.frames)
-
-
 def test_goal_frame_shows_the_target_on_both_boards():
     env = _env()
     env.reset(seeds=[3])

@@ -1,0 +1,30 @@
+"""Checks shared by the contract test (tests/test_contract.py) and the family tests."""
+import numpy as np
+
+
+def full_redraw(env) -> np.ndarray:
+    """The frames of every episode of ``env`` drawn from scratch: ``render_rows`` of all rows
+    with a fresh workspace into a zero buffer (a new array)."""
+    batch = env.num_envs
+    fresh = np.zeros_like(env.frames)
+    env.family.render_rows(env.state, fresh, np.arange(batch, dtype=np.int64),
+                           env.family.new_workspace(batch))
+    return fresh
+
+
+def assert_frames_equal_a_full_redraw(env, when: str = "") -> None:
+    """``env.frames``, kept up to date incrementally by reset and step, equal a full redraw of
+    the current state; the message names the rows that differ."""
+    fresh = full_redraw(env)
+    bad = [i for i in range(env.num_envs) if not np.array_equal(env.frames[i], fresh[i])]
+    assert not bad, (f"{env!r} {when}: incrementally drawn frames of rows {bad} differ from a "
+                     f"full redraw ({int((env.frames != fresh).any(-1).sum())} pixels)")
+
+
+def assert_states_equal(got, want, when: str = "") -> None:
+    """Two State NamedTuples hold the same arrays (every field; NaN equals NaN)."""
+    assert type(got) is type(want), (type(got), type(want))
+    bad = [name for name, a, b in zip(got._fields, got, want)
+           if np.shape(a) != np.shape(b) or np.asarray(a).dtype != np.asarray(b).dtype
+           or not np.array_equal(a, b, equal_nan=np.asarray(a).dtype.kind in "fc")]
+    assert not bad, f"{when}: state fields {bad} differ"
