@@ -26,14 +26,14 @@ def plain_loop(env_id: str, episodes: int, out: Path, max_long_side: int = 336) 
     import gymnasium
 
     import visgym  # noqa: F401
-    from ..bridges.demos import REPLY_TEMPLATE, demo_seed
-    from ..core.grammar import STOP_ACTION
-    from ..bridges.evaluate import VERBALIZE_SUFFIX, turn_text
+    from ..bridges.conversation import episode_instructions, sharegpt_turns, turn_text
+    from ..bridges.demos import demo_seed
     from ..bridges.imaging import encode_jpeg
+    from ..core.grammar import STOP_ACTION
 
     task, split = env_id.split("/")
-    env = gymnasium.make(env_id).unwrapped
-    budget = env.batch.max_steps
+    budget = gymnasium.spec(env_id).max_episode_steps
+    env = gymnasium.make(env_id, max_steps=budget).unwrapped
     out.mkdir(parents=True, exist_ok=True)
     images = kept = 0
     t0 = time.perf_counter()
@@ -41,7 +41,7 @@ def plain_loop(env_id: str, episodes: int, out: Path, max_long_side: int = 336) 
         for k in range(episodes):
             env.reset(seed=demo_seed(task, split, 0, k))
             plan = env.solve()
-            instructions = env.get_prompt() + VERBALIZE_SUFFIX
+            instructions = episode_instructions(env.batch, 0, False, True)
             turns, paths, feedback = [], [], None
             reward = 0.0
             for t in range(budget):
@@ -49,9 +49,7 @@ def plain_loop(env_id: str, episodes: int, out: Path, max_long_side: int = 336) 
                 path = out / f"e{k:06d}_s{t:03d}.jpg"
                 path.write_bytes(encode_jpeg(env.render(), max_long_side))
                 paths.append(str(path))
-                turns.append({"from": "human",
-                              "value": "<image>" + turn_text(t, budget, instructions, feedback)})
-                turns.append({"from": "gpt", "value": REPLY_TEMPLATE.format(action=action)})
+                turns.extend(sharegpt_turns(turn_text(t, budget, instructions, feedback), action))
                 _, reward, terminated, truncated, info = env.step(action)
                 feedback = info["env_feedback"]
                 if terminated or truncated:

@@ -4,7 +4,9 @@
 actions, a replay) on the evaluation splits; with no agent options it runs the solver agent on
 every implemented task, offline (this is ``make demo``).
 ``visgym report DIR...``: rebuild the summaries of runs and compare them side by side.
-``visgym demo``: roll the solver through a few episodes and write GIFs (a quick smoke test).
+``visgym demos``: synthesize solver demonstrations for finetuning (``demos mix``, ``demos export``).
+``visgym gifs``: roll the solver through a few episodes of any env ids and write captioned GIFs
+(a quick look at a family).
 ``visgym list``: the registered ids.
 """
 from __future__ import annotations
@@ -16,53 +18,52 @@ import sys
 import time
 
 import numpy as np
-from PIL import Image
 
 from ..core import list_envs, make
 
 
 def rollout(env_id: str, episodes: int, seed: int, max_frames: int = 64):
-    """Solve ``episodes`` episodes of ``env_id`` together; return (frames per episode, rewards)."""
+    """Solve ``episodes`` episodes of ``env_id`` together (core/rollout.py's ``run_plans``);
+    return per episode its frames and captions (at most ``max_frames``), and the rewards."""
+    from ..core.rollout import run_plans
+
     env = make(env_id, num_envs=episodes, autoreset="disabled", max_steps=None)
     frames, _ = env.reset(seeds=range(seed, seed + episodes))
     plans = env.solve()
     recorded = [[frames[b].copy()] for b in range(episodes)]
-    total = np.zeros(episodes, np.float32)
-    done = np.zeros(episodes, np.bool_)
-    longest = max(len(p) for p in plans)
-    for t in range(longest):
-        # Episodes whose plan is over repeat a stop; their frames are no longer recorded.
-        actions = [p[t] if t < len(p) else p[-1] for p in plans]
-        frames, reward, terminated, _, _ = env.step(actions)
-        for b in range(episodes):
-            if not done[b]:
-                total[b] += reward[b]
-                if len(recorded[b]) < max_frames:
-                    recorded[b].append(frames[b].copy())
-        done |= terminated
-    return recorded, total
+    captions = [[] for _ in range(episodes)]
+
+    def on_step(t, frames, reward, terminated, truncated, info, active):
+        for b in np.flatnonzero(active).tolist():
+            if len(recorded[b]) < max_frames:
+                captions[b].append([f"step {t}", f"action: {plans[b][t]}",
+                                    f"feedback: {info['feedback'][b]}"])
+                recorded[b].append(frames[b].copy())
+
+    result = run_plans(env, plans, on_step)
+    for b in range(episodes):   # frame k is captioned with the action taken from it
+        shown = len(recorded[b]) - 1
+        captions[b].append([f"final state after {shown} steps", f"reward={result.reward[b]:.3f}"]
+                           if shown == result.steps[b] else
+                           [f"state after {shown} of {result.steps[b]} steps (GIF cut at "
+                            f"{max_frames} frames)"])
+    return recorded, captions, result.reward
 
 
-def write_gif(path: str, frames: list, frame_ms: int = 250) -> None:
-    images = [Image.fromarray(f) for f in frames]
-    tmp = path + ".tmp"
-    images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:],
-                   duration=frame_ms, loop=0)
-    os.replace(tmp, path)
+def cmd_gifs(args) -> int:
+    from .gifs import write_episode_gif
 
-
-def cmd_demo(args) -> int:
     os.makedirs(args.out, exist_ok=True)
     start = time.perf_counter()
     summary = []
     for env_id in args.envs.split(","):
-        recorded, total = rollout(env_id, args.episodes, args.seed)
+        recorded, captions, total = rollout(env_id, args.episodes, args.seed)
         for b, frames in enumerate(recorded):
             name = env_id.replace("/", "_") + f"_seed{args.seed + b}.gif"
-            write_gif(os.path.join(args.out, name), frames)
+            write_episode_gif(os.path.join(args.out, name), frames, captions[b])
         summary.append(f"{env_id} {int((total > 0).sum())}/{len(total)}")
     elapsed = time.perf_counter() - start
-    print(f"demo: solver success {'; '.join(summary)}; GIFs in {args.out}/ ({elapsed:.1f} s)")
+    print(f"gifs: solver success {'; '.join(summary)}; GIFs in {args.out}/ ({elapsed:.1f} s)")
     return 0
 
 
@@ -137,7 +138,8 @@ def cmd_eval(args) -> int:
                         max_long_side=None if args.max_long_side <= 0 else args.max_long_side,
                         text_mode=args.text_mode, final_goal=args.final_goal,
                         include_feedback=not args.no_feedback,
-                        elicit_verbalization=args.elicit_verbalization, gifs=not args.no_gifs,
+                        elicit_verbalization=args.elicit_verbalization,
+                        gifs=not args.no_gifs and args.gifs != 0, gifs_per_task=args.gifs,
                         resume=args.resume, progress=not args.quiet, processes=args.processes)
     from .agents import redact_url
 
@@ -260,7 +262,9 @@ def main(argv=None) -> int:
     ev.add_argument("--replay", default=None, help="JSON file of actions for --agent replay")
     ev.add_argument("--seed", type=int, default=0, help="seed of the random agent")
     ev.add_argument("--resume", action="store_true")
-    ev.add_argument("--no-gifs", action="store_true")
+    ev.add_argument("--gifs", type=int, default=None, metavar="N",
+                    help="GIFs of the first N episodes of each task and split only (default: all)")
+    ev.add_argument("--no-gifs", action="store_true", help="no GIFs (same as --gifs 0)")
     ev.add_argument("--quiet", action="store_true", help="no progress line")
     ev.add_argument("--out", default=None, help="run directory (default: results/<model>_<split>)")
     ev.set_defaults(func=cmd_eval, argv=argv[1:])
@@ -295,12 +299,14 @@ def main(argv=None) -> int:
     rep = sub.add_parser("report", help="rebuild summaries; compare several runs")
     rep.add_argument("dirs", nargs="+")
     rep.set_defaults(func=cmd_report)
-    demo = sub.add_parser("demo", help="solve a few episodes and write their GIFs")
-    demo.add_argument("--envs", default="maze_2d/easy,maze_2d/hard")
-    demo.add_argument("--episodes", type=int, default=4)
-    demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--out", default="demo_out")
-    demo.set_defaults(func=cmd_demo)
+    gif = sub.add_parser("gifs", help="solve a few episodes of any env ids and write their GIFs "
+                         "(a quick look at a family; no evaluation split needed)")
+    gif.add_argument("--envs", default="maze_2d/easy,maze_2d/hard",
+                     help="comma-separated env ids (see 'visgym list')")
+    gif.add_argument("--episodes", type=int, default=4, help="episodes per env id")
+    gif.add_argument("--seed", type=int, default=0, help="seed of the first episode")
+    gif.add_argument("--out", default="results/gifs")
+    gif.set_defaults(func=cmd_gifs)
     lister = sub.add_parser("list", help="list the registered env ids")
     lister.set_defaults(func=lambda args: print("\n".join(list_envs())) or 0)
     args = parser.parse_args(argv)

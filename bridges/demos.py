@@ -11,13 +11,14 @@ evaluation seeds. A shard is a pure function of the arguments, so it can run in 
 any Ray worker and gives the same bytes. Inside a shard all episodes are reset together in one
 BatchEnv, planned by the batched solver, and every step renders and steps all of them in one call;
 the frames are JPEG-encoded with the evaluation loop's encoder (same size limit) and the prompts
-are the loop's own (``evaluate.turn_text``), with the think/answer suffix and feedback on, as
+are the loop's own (bridges/conversation.py), with the think/answer suffix and feedback on, as
 fine-tuned models are evaluated (spec 1.2).
 
 Output layout under ``--out DIR`` (image paths in records are relative to DIR):
 
     DIR/dataset_info.json                       one LlamaFactory entry per dataset
-    DIR/manifest.json                           counts, seeds, strategies, hashes, version, time
+    DIR/manifest.json                           counts, seeds, strategies, hashes, package and
+                                                task versions, time
     DIR/<dataset>/shard-00000.jsonl ...         conversation records (only .jsonl files here)
     DIR/images/<dataset>/shard-00000/e000012_s003.jpg
     DIR/.shards/<dataset>/shard-00000.json      per-shard counts and hashes
@@ -38,6 +39,7 @@ randomness and ``num_steps`` draws derive from the episode seed (5); the reply i
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -55,11 +57,12 @@ import numpy as np
 from ..core import make
 from ..core.grammar import STOP_ACTION
 from ..core.registry import spec as env_spec
-from .evaluate import episode_instructions, turn_text
+from .conversation import episode_instructions, sharegpt_turns, turn_text
+from .files import atomic_write
 from .imaging import frame_encoder
 from .pools import pool_context
-
-REPLY_TEMPLATE = "<think></think><answer>{action}</answer>"
+from .splits import task_versions
+from .warmup import warm_up
 
 
 # ------------------------------------------------------------------------------ hashing
@@ -333,10 +336,8 @@ def _rollout(cfg: DemoConfig, episodes: list, image_dir: str, timing: dict, keep
         for b in rows:
             action = plans[b][t] if t < len(plans[b]) else STOP_ACTION
             actions[b] = action
-            text = turn_text(t, budget, instructions[b], feedback[b], True)
-            episodes[b].turns.append({"from": "human", "value": "<image>" + text})
-            episodes[b].turns.append({"from": "gpt",
-                                      "value": REPLY_TEMPLATE.format(action=action)})
+            episodes[b].turns.extend(sharegpt_turns(
+                turn_text(t, budget, instructions[b], feedback[b], True), action))
         t0 = time.perf_counter()
         _, reward, terminated, truncated, info = env.step(actions, active=running)
         timing["step_s"] += time.perf_counter() - t0
@@ -357,21 +358,13 @@ def _rollout(cfg: DemoConfig, episodes: list, image_dir: str, timing: dict, keep
         timing["write_s"] += time.perf_counter() - t0
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
 def write_shard(out: Path, cfg: DemoConfig, shard: ShardOutput) -> None:
     """Write a shard's files; its JSONL last, as the completion marker."""
     names = _shard_names(cfg, shard.index)
     for rel, data in shard.files.items():
         if rel != names["jsonl"]:
-            _write_atomic(out / rel, data)
-    _write_atomic(out / names["jsonl"], shard.files[names["jsonl"]])
+            atomic_write(out / rel, data)
+    atomic_write(out / names["jsonl"], shard.files[names["jsonl"]])
 
 
 def shard_done(out: Path, cfg: DemoConfig, index: int) -> bool:
@@ -438,6 +431,13 @@ def generate(configs: list, out: str | os.PathLike, workers: int | None = None,
     start = time.perf_counter()
     evaluation_hashes()  # computed once here; forked workers inherit it (~50 ms each otherwise)
     jobs = [(cfg, s) for cfg in configs for s in range(cfg.num_shards) if not shard_done(out, cfg, s)]
+    # Compile (or load) every task's kernels here, announced when the cache is cold, so the
+    # forked workers start with them. The warm-up decides nothing (a failure in it is met again,
+    # and reported, by the shards).
+    for cfg in dict.fromkeys(cfg for cfg, _ in jobs):
+        with contextlib.suppress(Exception):
+            warm_up(cfg.env_id, strategies=cfg.strategies(),
+                    num_steps=cfg.num_steps[0] if cfg.num_steps else None, announce=progress)
     resumed = sum(c.num_shards for c in configs) - len(jobs)
     bar = _Progress(sum(min(cfg.shard_size, cfg.episodes - s * cfg.shard_size) for cfg, s in jobs),
                     progress)
@@ -507,10 +507,12 @@ def write_manifest(out: Path, configs: list, elapsed: float, resumed: int, timin
             "hash_rule": "sha256(task + '\\n' + canonical JSON of init_state)",
             "hashes": [h for s in stats for h in s["hashes"]],
         }
-    manifest = {"package_version": __version__, "datasets": datasets,
+    manifest = {"package_version": __version__,
+                "task_versions": task_versions(cfg.env_id for cfg in configs),
+                "datasets": datasets,
                 "elapsed_s": round(elapsed, 3), "shards_resumed": resumed,
                 "timing_s": {k: round(v, 3) for k, v in timing.items()}}
-    _write_atomic(out / "manifest.json", (json.dumps(manifest, indent=1) + "\n").encode())
+    atomic_write(out / "manifest.json", (json.dumps(manifest, indent=1) + "\n").encode())
     return manifest
 
 
@@ -529,7 +531,7 @@ def write_dataset_info(out: Path, configs: list) -> None:
             info = json.load(f)
     for cfg in configs:
         info[cfg.dataset] = dataset_info_entry(cfg.dataset)
-    _write_atomic(path, (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())
+    atomic_write(path, (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())
 
 
 # ------------------------------------------------------------------------------ reading back
@@ -605,13 +607,13 @@ def mix(sources: list, out: str | os.PathLike, total: int, weights: list | None 
     out.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps(chosen[i], separators=(",", ":"), ensure_ascii=False) + "\n"
                     for i in order)
-    _write_atomic(out / "mixture" / "mixture.jsonl", lines.encode())
+    atomic_write(out / "mixture" / "mixture.jsonl", lines.encode())
     info = {"mixture": dataset_info_entry("mixture")}
-    _write_atomic(out / "dataset_info.json", (json.dumps(info, indent=2) + "\n").encode())
+    atomic_write(out / "dataset_info.json", (json.dumps(info, indent=2) + "\n").encode())
     summary = {"total": total, "seed": seed, "sources": [
         {"source": f"{root}/{name}", "weight": w, "count": n}
         for (root, name), w, n in zip(resolved, weights, counts)]}
-    _write_atomic(out / "manifest.json", (json.dumps(summary, indent=1) + "\n").encode())
+    atomic_write(out / "manifest.json", (json.dumps(summary, indent=1) + "\n").encode())
     return summary
 
 

@@ -5,7 +5,10 @@ text; full multi-turn history or a window of k turns; the previous step's feedba
 turn; step budget 20 easy / 30 hard; reply -> action by bridges/replies), the text-mode and
 final-goal ablations (section 7), and the outputs of section 8 in our own layout:
 ``<out>/episodes.jsonl`` (one record per episode, appended atomically: write, flush, fsync),
-``run.json`` (provenance), ``gifs/`` and the summaries written by bridges/report.
+``run.json`` (provenance, including the version of every task), ``gifs/`` and the summaries
+written by bridges/report. The messages are built by bridges/conversation.py (shared with the
+demonstrations); before the first episode every env id is warmed up (bridges/warmup.py), which
+announces a cold Numba cache.
 
 Concurrency: up to ``concurrency`` episodes run at once as asyncio tasks. Episodes of one env id
 share a BatchEnv (one row per episode in flight): a step request parks the episode, and all
@@ -27,7 +30,6 @@ import base64
 import contextlib
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -41,40 +43,15 @@ import numpy as np
 
 from ..core import make
 from ..core.registry import spec as env_spec
+from ..core.rollout import run_plans
 from ..core.threads import ProcessThreadPool
 from .agents import Agent, Episode, Turn
-from .imaging import data_url, encode_jpeg_b64, frame_encoder
+from .conversation import episode_instructions, prune_history, turn_text, user_content
+from .files import atomic_write
+from .imaging import encode_jpeg_b64, frame_encoder
 from .replies import extract_action, extract_think
-from .splits import EpisodeSpec
-
-VERBALIZE_SUFFIX = ("\n\nVerbalize your reasoning in <think>\u2026</think> and give the final "
-                    "result in <answer>\u2026</answer>.")
-GOAL_TEXT = "The final goal of the episode should look like the following image: "
-_FEEDBACK_RE = re.compile(r"Environment feedback:.*?(?=This is step)", re.DOTALL)
-
-
-def episode_instructions(env, index: int, text_mode: bool = False,
-                         elicit_verbalization: bool = False) -> str:
-    """The task instruction of episode ``index`` as the loop sends it (spec 2, step 3)."""
-    instructions = env.prompt(text_mode=text_mode, index=index)
-    if elicit_verbalization:
-        instructions += VERBALIZE_SUFFIX
-    return instructions
-
-
-def turn_text(step: int, budget: int, instructions: str, feedback: str | None,
-              include_feedback: bool = True, history: int = -1, text_mode: bool = False) -> str:
-    """The text of the user turn of ``step`` (0-based; spec 2, steps 4-5): the instructions and
-    the step message on the first turn (every turn without history), afterwards the previous
-    action's feedback and the step message."""
-    step_msg = f"This is step {step + 1}. You are allowed to take {budget - step - 1} more steps."
-    if step == 0 or (history == 0 and not text_mode):
-        return instructions + "\n" + step_msg
-    parts = []
-    if include_feedback and feedback is not None:
-        parts.append("Environment feedback: " + feedback)
-    parts.append(step_msg)
-    return "\n\n".join(parts)
+from .splits import EpisodeSpec, task_versions
+from .warmup import warm_up
 
 
 @dataclass
@@ -90,6 +67,7 @@ class EvalConfig:
     include_feedback: bool = True
     elicit_verbalization: bool = False
     gifs: bool = True
+    gifs_per_task: int | None = None      # GIFs of episodes with index < N only; None: all
     resume: bool = False
     progress: bool = True
     processes: int = 1                    # runner processes sharing the episodes
@@ -108,6 +86,8 @@ class EvalConfig:
                              "image lives in the first turn")
         if self.final_goal and self.text_mode:
             raise ValueError("--final-goal: cannot be combined with --text-mode")
+        if self.gifs_per_task is not None and self.gifs_per_task < 0:
+            raise ValueError(f"--gifs: must be at least 0, got {self.gifs_per_task}")
         if self.max_long_side is not None and self.max_long_side < 16:
             raise ValueError(f"--max-long-side: must be at least 16, got {self.max_long_side}")
 
@@ -131,12 +111,7 @@ def _fsync_append(path: Path, line: str) -> None:
 
 
 def _atomic_write_json(path: Path, data) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2), fsync=True)
 
 
 def read_done_keys(path: Path) -> set:
@@ -302,6 +277,7 @@ class Runner:
             cfg.pop(k)
         return {**self.agent.describe(), **self.provenance, "split": self.config.split,
                 "settings": cfg, "tasks": sorted({e.task for e in self.episodes}),
+                "task_versions": task_versions(e.env_id for e in self.episodes),
                 "episodes": len(self.episodes), "package_version": __version__,
                 "git_commit": _git_commit(), "host": socket.gethostname()}
 
@@ -318,7 +294,14 @@ class Runner:
                 with open(run_path) as f:
                     old = json.load(f)
                 # What decides the results must match; concurrency and GIFs may change.
-                free = ("concurrency", "gifs", "processes")
+                free = ("concurrency", "gifs", "gifs_per_task", "processes")
+                changed = [f"{env_id} version {v} (now {info['task_versions'].get(env_id)})"
+                           for env_id, v in sorted(old.get("task_versions", {}).items())
+                           if info["task_versions"].get(env_id, v) != v]
+                if changed:
+                    raise ValueError(f"--resume: {run_path} was made with a different task "
+                                     f"version: {', '.join(changed)}; the recorded episodes "
+                                     "are not comparable (start a new run)")
                 for key in ("agent", "model", "endpoint", "split", "settings", "tasks",
                             "generation", "dataset"):
                     if key == "settings":
@@ -359,40 +342,10 @@ class Runner:
             env = self._goal_envs[key] = make(episode.env_id, num_envs=1, autoreset="disabled",
                                               max_steps=None, **episode.make_kwargs)
         env.reset(seeds=[episode.episode_seed % 2**64], init_states=[state])
-        reward = terminated = None
-        for action in env.solve()[0]:
-            _, reward, terminated, _, _ = env.step([action])
-        if terminated is None or not terminated[0] or reward[0] != 1.0:
+        result = run_plans(env, env.solve())
+        if not result.terminated[0] or result.reward[0] != 1.0:
             return None
         return env.frames[0].copy()
-
-    def _user_content(self, text: str, image_b64: str | None, goal_b64: str | None,
-                      ascii_frame: str | None) -> list:
-        if ascii_frame is not None:
-            return [{"type": "text", "text": ascii_frame + "\n" + text}]
-        content = [{"type": "image_url", "image_url": {"url": data_url(image_b64)}},
-                   {"type": "text", "text": text}]
-        if goal_b64 is not None:
-            content += [{"type": "text", "text": GOAL_TEXT},
-                        {"type": "image_url", "image_url": {"url": data_url(goal_b64)}}]
-        return content
-
-    @staticmethod
-    def _prune(messages: list, k: int, instructions: str) -> list:
-        """Spec section 4: keep the last 2k messages; the oldest kept user turn loses its
-        feedback and gets the instructions prepended (no separator, as the reference)."""
-        if len(messages) >= 2 * k:
-            messages = messages[len(messages) - 2 * k:]
-        if messages and messages[0]["role"] == "user":
-            first = dict(messages[0])
-            parts = [dict(p) for p in first["content"]]
-            for part in parts:
-                if part["type"] == "text" and instructions not in part["text"]:
-                    part["text"] = instructions + _FEEDBACK_RE.sub("", part["text"], count=1)
-                    break
-            first["content"] = parts
-            messages = [first] + messages[1:]
-        return messages
 
     def _encode_timed(self, frame, encoder=None) -> tuple[str, float]:
         t0 = time.perf_counter()
@@ -427,6 +380,7 @@ class Runner:
                 return plan_holder["plan"]
 
             agent_episode.solve = solve
+            gif = cfg.gifs and (cfg.gifs_per_task is None or episode.index < cfg.gifs_per_task)
             record = {"key": episode.key, "env_id": episode.env_id, "task": episode.task,
                       "split": episode.split, "index": episode.index, "seed": episode.seed,
                       "episode_seed": episode.episode_seed, "init_state": episode.init_state}
@@ -462,13 +416,13 @@ class Runner:
                 image_b64 = None if cfg.text_mode else \
                     await self._encode(frame, stepper.encoders[slot])
                 t0 = time.perf_counter()
-                if cfg.gifs:
+                if gif:
                     frames.append(frame.copy())
                 if cfg.history == 0:
                     messages = []
                 elif cfg.history > 0 and i > 0:
-                    messages = self._prune(messages, cfg.history, instructions)
-                messages.append({"role": "user", "content": self._user_content(
+                    messages = prune_history(messages, cfg.history, instructions)
+                messages.append({"role": "user", "content": user_content(
                     text, image_b64, goal_b64 if i == 0 else None, ascii_frame)})
                 self.overhead_s += time.perf_counter() - t0
                 reply = await self.agent.act(Turn(agent_episode, i, list(messages), text, frame))
@@ -514,7 +468,7 @@ class Runner:
                     break
                 if truncated:
                     break
-            if cfg.gifs:
+            if gif:
                 frames.append(env.frames[slot].copy())
             record.update(success=bool(terminated and total_reward >= 1.0), reward=total_reward,
                           steps=len(steps_log), terminated=terminated,
@@ -522,7 +476,7 @@ class Runner:
                           invalid_actions=invalid, error_replies=errors,
                           elapsed_s=round(time.perf_counter() - t_start, 3),
                           usage=usage_total if have_usage else None, steps_log=steps_log)
-            if cfg.gifs and frames:
+            if gif and frames:
                 self._schedule_gif(record, frames)
             return record
         finally:
@@ -617,6 +571,7 @@ class Runner:
     async def run(self) -> dict:
         done = self._prepare_out()
         todo = [e for e in self.episodes if e.key not in done]
+        self._warm_up(todo)
         self.progress = Progress(total=len(self.episodes), done=len(self.episodes) - len(todo),
                                  enabled=self.config.progress)
         processes = min(self.config.processes, max(1, len(todo)))
@@ -666,6 +621,19 @@ class Runner:
         from .report import write_summary
 
         return write_summary(str(self.out))
+
+    def _warm_up(self, todo: list) -> None:
+        """Every env id's code paths once, before the first episode and before any runner
+        process is forked (bridges/warmup.py); a cold Numba cache is announced. The warm-up
+        decides nothing: where it fails (a bad init state, a solver that cannot plan it), the
+        episodes meet the same failure on their own path and report it there."""
+        first: dict = {}
+        for e in todo:
+            first.setdefault((e.env_id, json.dumps(e.make_kwargs, sort_keys=True)), e)
+        for e in first.values():
+            with contextlib.suppress(Exception):
+                warm_up(e.env_id, e.make_kwargs, e.init_state, e.episode_seed % 2**64,
+                        text_mode=self.config.text_mode, announce=self.config.progress)
 
     async def _watch_records(self, already_done: int) -> None:
         """With several processes, progress counts the records file every half second."""

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 
 import numpy as np
+
+from .files import atomic_file
 
 __all__ = ["caption_frames", "write_episode_gif", "truncate_text", "wrap_text"]
 
@@ -195,7 +196,6 @@ def write_episode_gif(path, frames: list[np.ndarray], captions: list[list[str]],
     a missing GIF must not cost the episode it illustrates. Pillow merges consecutive frames
     that are pixel-identical into one (summing their durations); captions carry the step
     number, so in practice every step keeps its own frame."""
-    tmp = None
     try:
         from PIL import Image
 
@@ -206,20 +206,8 @@ def write_episode_gif(path, frames: list[np.ndarray], captions: list[list[str]],
             return
         durations = _durations(len(captioned), ms_per_frame, start_hold_ms, end_hold_ms)
         images = [Image.fromarray(f) for f in captioned]
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                                   suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_file(path) as fh:
             images[0].save(fh, format="GIF", save_all=True, append_images=images[1:],
                            duration=durations, loop=0, disposal=2, optimize=True)
-        os.replace(tmp, path)
-        tmp = None
     except Exception as exc:  # noqa: BLE001 - documented: GIF failures are logged, not raised
         logger.warning("could not write episode GIF %s: %s: %s", path, type(exc).__name__, exc)
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass

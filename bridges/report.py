@@ -16,9 +16,10 @@ import logging
 import math
 import os
 import sys
-import tempfile
 
 import numpy as np
+
+from .files import atomic_write
 
 __all__ = [
     "Records",
@@ -267,23 +268,6 @@ def summarize(records) -> list[dict]:
 # ---------------------------------------------------------------------------------------------
 # writing
 
-def _atomic_write_bytes(path: str, data: bytes) -> None:
-    """Write via a temp file in the same directory and os.replace, so a reader (or a crash)
-    never sees half a summary."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def _pct(value) -> str:
     return "-" if value is None else f"{100.0 * value:.1f}%"
 
@@ -479,8 +463,8 @@ def write_summary(run_dir, records=None) -> dict:
         "csv": os.path.join(run_dir, "summary.csv"),
         "png": os.path.join(run_dir, "success.png"),
     }
-    _atomic_write_bytes(paths["md"], _summary_markdown(run_dir, rows, records, info).encode("utf-8"))
-    _atomic_write_bytes(paths["csv"], _summary_csv(rows).encode("utf-8"))
+    atomic_write(paths["md"], _summary_markdown(run_dir, rows, records, info).encode("utf-8"))
+    atomic_write(paths["csv"], _summary_csv(rows).encode("utf-8"))
 
     name = os.path.basename(os.path.normpath(run_dir))
     title = f"Success rate: {name}"
@@ -489,7 +473,7 @@ def write_summary(run_dir, records=None) -> dict:
     sub = [f"agent {_describe(info['agent'])}"] if info.get("agent") else []
     sub.append(f"{len(records)} episodes; whiskers = 95% Wilson interval")
     chart = render_success_chart(rows, title, "; ".join(sub))
-    _atomic_write_bytes(paths["png"], _png_bytes(chart))
+    atomic_write(paths["png"], _png_bytes(chart))
     return paths
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import list_envs, make
+from ..core.registry import spec as env_spec
+from .files import atomic_file
 
 SPLITS = ("easy", "hard")
 SPLIT_EPISODES = 70
@@ -49,6 +51,13 @@ def tasks_with_splits() -> list[str]:
     return sorted({i.split("/")[0] for i in ids if all(f"{i.split('/')[0]}/{s}" in ids for s in SPLITS)})
 
 
+def task_versions(env_ids) -> dict:
+    """``{env_id: version}`` of the family behind each env id, sorted by id: the family class's
+    ``version`` (core/family.py; bumped when its observable behaviour changes), which run.json
+    and the demonstrations' manifest.json record."""
+    return {env_id: int(env_spec(env_id).family.version) for env_id in sorted(set(env_ids))}
+
+
 def split_seed(task: str, split: str, index: int) -> int:
     """The fixed seed of episode ``index`` of a shipped split (a hash, so tasks and splits never
     share seeds, and demonstration seeds drawn elsewhere are unlikely to collide)."""
@@ -71,12 +80,9 @@ def split_path(task: str, split: str) -> Path:
 
 def write_split(task: str, split: str) -> Path:
     path = split_path(task, split)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
+    with atomic_file(path, "w") as f:
         for row in generate_split(task, split):
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
-    os.replace(tmp, path)
     return path
 
 

@@ -73,6 +73,25 @@ def test_manifest_counts_and_dataset_info(generated):
         assert d["kept"] + d["dropped_unsuccessful"] + d["skipped_eval_overlap"] == cfg.episodes
         assert len(d["hashes"]) == d["kept"]
     assert manifest["package_version"] == visgym.__version__
+    from visgym.core.registry import spec
+
+    assert manifest["task_versions"] == {c.env_id: spec(c.env_id).family.version
+                                         for c in sorted(configs, key=lambda c: c.env_id)}
+    assert all(isinstance(v, int) and v >= 1 for v in manifest["task_versions"].values())
+
+
+def test_bench_plain_loop_builds_the_pipelines_prompts(generated, tmp_path):
+    """bench/demos.py's baseline must do the pipeline's work: same turns for the same seeds."""
+    from visgym.bench.demos import plain_loop
+
+    out, configs, _ = generated
+    cfg = demos.DemoConfig(task="maze_2d", episodes=3, shard_size=3)
+    demos.generate([cfg], tmp_path / "pipeline", workers=1, progress=False)
+    plain_loop(cfg.env_id, 3, tmp_path / "plain")
+    pipeline = [r["conversations"] for r in demos.iter_records(tmp_path / "pipeline", "maze_2d")]
+    plain = [json.loads(line)["conversations"]
+             for line in (tmp_path / "plain" / "plain.jsonl").read_text().splitlines()]
+    assert pipeline and plain == pipeline
 
 
 def test_no_demonstration_repeats_an_evaluation_episode(generated):

@@ -22,7 +22,8 @@ import visgym
 from fake_openai import FakeOpenAI, solver_entries
 from visgym.bridges import cli
 from visgym.bridges.agents import GenerationSettings, OpenAIAgent
-from visgym.bridges.evaluate import GOAL_TEXT, EvalConfig, run_eval
+from visgym.bridges.conversation import GOAL_TEXT
+from visgym.bridges.evaluate import EvalConfig, run_eval
 from visgym.bridges.imaging import decode_b64_image
 from visgym.bridges.replies import extract_action
 from visgym.bridges.splits import load_split

@@ -182,9 +182,10 @@ def test_sigint_exits_130_and_resume_completes(server, tmp_path, start):
 
 # ------------------------------------------------------- what a resume must (not) agree on
 # In-process (fake server thread + run_eval), one one-step episode per run: fast.
-def _resume_pair(tmp_path, monkeypatch, first: dict, second: dict):
-    """Run once with ``first`` then resume with ``second``; return the second run's error or
-    None. Keys: agent (GenerationSettings kwargs under "generation"), config, provenance."""
+def _resume_pair(tmp_path, monkeypatch, first: dict, second: dict, between=None):
+    """Run once with ``first`` then resume with ``second`` (after calling ``between()``); return
+    the second run's error or None. Keys: agent (GenerationSettings kwargs under "generation"),
+    config, provenance."""
     from fake_openai import FakeOpenAI
     from visgym.bridges.agents import GenerationSettings, OpenAIAgent
     from visgym.bridges.evaluate import EvalConfig, run_eval
@@ -195,6 +196,8 @@ def _resume_pair(tmp_path, monkeypatch, first: dict, second: dict):
     out = str(tmp_path / "run")
     with FakeOpenAI(policy="garbage") as server:
         for n, (options, resume) in enumerate(((first, False), (second, True))):
+            if resume and between is not None:
+                between()
             agent = OpenAIAgent(model="fake", base_url=server.base_url, api_key_env=KEY_ENV,
                                 settings=GenerationSettings(**options.get("generation", {})))
             config = EvalConfig(**{"out": out, "max_steps": 1, "gifs": False,
@@ -235,3 +238,14 @@ def test_resume_accepts_a_different_concurrency(tmp_path, monkeypatch):
     error = _resume_pair(tmp_path, monkeypatch, {"config": {"concurrency": 8}},
                          {"config": {"concurrency": 2, "gifs": True}})
     assert error is None
+
+
+def test_run_json_records_task_versions_and_resume_refuses_a_changed_one(tmp_path, monkeypatch):
+    from visgym.core.registry import spec
+
+    family = spec("maze_2d/easy").family
+    error = _resume_pair(tmp_path, monkeypatch, {}, {},
+                         between=lambda: monkeypatch.setattr(family, "version", family.version + 1))
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["task_versions"] == {"maze_2d/easy": family.version - 1}
+    assert error is not None and "--resume" in error and "maze_2d/easy version" in error

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import visgym
+from visgym.core.rollout import run_plans
 
 ENV = "fetch_pick_and_place/easy"
 
@@ -98,12 +99,6 @@ def test_init_state_object_pos_is_required_and_loaded():
 def test_staged_oracle_succeeds_on_at_least_ninety_percent_of_100_seeds():
     env = _env(100)
     env.reset(seeds=range(100))
-    plans = env.solve()
-    done = np.zeros(100, bool)
-    got = np.zeros(100)
-    for t in range(max(len(p) for p in plans)):
-        _, r, term, _, _ = env.step([p[min(t, len(p) - 1)] for p in plans])
-        got += np.where(done, 0, r)
-        done |= term
-    assert done.all()
-    assert got.mean() >= 0.9, got.mean()
+    result = run_plans(env, env.solve())
+    assert result.terminated.all()
+    assert result.reward.mean() >= 0.9, result.reward.mean()

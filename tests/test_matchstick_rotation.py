@@ -9,6 +9,7 @@ import pytest
 
 import visgym
 from contract_checks import assert_frames_equal_a_full_redraw
+from visgym.core.rollout import run_plans
 from visgym.envs.matchstick_rotation import AXES_BOX, MatchstickRotationParams
 
 STOP = "('stop', 'stop')"
@@ -310,16 +311,6 @@ def test_no_text_rendering():
 
 
 # ---------------------------------------------------------------------------- solvers
-def _run_plans(env, plans):
-    done = np.zeros(env.num_envs, bool)
-    got = np.zeros(env.num_envs)
-    for t in range(max(len(p) for p in plans)):
-        _, reward, terminated, _, _ = env.step([p[min(t, len(p) - 1)] for p in plans])
-        got += np.where(done, 0, reward)
-        done |= terminated
-    return done, got
-
-
 @pytest.mark.parametrize("strategy,num_steps,moves", [
     (None, None, 5), ("unit_first", 1, 2), ("unit_first", 2, 2), ("unit_first", 8, 8),
     ("stochastic", None, 5), ("stochastic", 3, 3), ("stochastic", 6, 6), ("stochastic", 1, 1),
@@ -331,8 +322,8 @@ def test_every_solver_strategy_succeeds(strategy, num_steps, moves, env_id, kwar
     env.reset(seeds=range(200))
     plans = env.solve(strategy=strategy, num_steps=num_steps)
     assert all(len(p) == moves + 1 and p[-1] == STOP for p in plans)
-    done, got = _run_plans(env, plans)
-    assert done.all() and (got == 1).all()
+    result = run_plans(env, plans)
+    assert result.terminated.all() and (result.reward == 1).all()
 
 
 def test_unit_first_moves_are_shrinking_unit_steps_then_one_correction():

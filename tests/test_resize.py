@@ -8,6 +8,7 @@ import pytest
 
 import visgym
 from visgym.bridges.imaging import encode_jpeg, fit_long_side, frame_encoder
+from visgym.core.rollout import run_plans
 from visgym.render import resize
 from visgym.render.resize import LanczosResizer, pillow_resize
 
@@ -82,7 +83,10 @@ def test_frame_encoder_with_resize_is_encode_jpeg(env_id):
     height, width = env.frames.shape[1:3]
     assert fit_long_side(width, height, 336) != (width, height)
     encoders = [frame_encoder(env.frames.shape[1:]) for _ in range(2)]
-    for t in range(5):
+
+    def check(*_):
         for b in range(2):
             assert encoders[b](env.frames[b]) == encode_jpeg(env.frames[b], 336)
-        env.step([p[t] if t < len(p) else "('stop', 'stop')" for p in plans])
+
+    check()
+    run_plans(env, [p[:5] for p in plans], on_step=check)
