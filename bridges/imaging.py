@@ -30,6 +30,7 @@ import io
 import numpy as np
 from PIL import Image
 
+from ..core.validate import integer
 from ..render.jpeg import JpegStream, pillow_jpeg
 from ..render.resize import LanczosResizer, pillow_resize
 
@@ -42,26 +43,17 @@ _DATA_URL_PREFIX = "data:image/jpeg;base64,"
 _PIL_DEFAULT_QUALITY = 75
 
 
-def _positive_int(value, name: str) -> int:
-    # bool is an int subclass, but True as a pixel count is certainly a mistake.
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def fit_long_side(width: int, height: int, max_long_side: int | None) -> tuple[int, int]:
     """Size (w, h) after fitting the long side into ``max_long_side`` (None = keep the size).
 
     Scales both sides by L / max(w, h) and truncates; never upscales; each side stays >= 1 px
     (a 10000x1 strip would otherwise lose its short side).
     """
-    width = _positive_int(width, "width")
-    height = _positive_int(height, "height")
+    width = integer("width", width, 1)
+    height = integer("height", height, 1)
     if max_long_side is None:
         return width, height
-    limit = _positive_int(max_long_side, "max_long_side")
+    limit = integer("max_long_side", max_long_side, 1)
     long_side = max(width, height)
     if long_side <= limit:
         return width, height

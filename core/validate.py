@@ -118,3 +118,36 @@ def mapping(field: str, value, required: Iterable[str] = ()) -> dict:
         if key not in value:
             raise ValueError(f"{field}.{key}: missing")
     return value
+
+
+def real_array(field: str, value, trailing: tuple = (), *, positive: bool = False,
+               finite: bool = True, bound=None) -> np.ndarray:
+    """A float64 array of real numbers (ints or floats, not bools) from an array, a nested list
+    or a scalar, whose shape ends in ``trailing`` (e.g. (3,) for 3-vectors, (4, 4) for
+    matrices; any leading axes); finite unless ``finite`` is False; ``positive`` demands > 0;
+    ``bound`` (a number, or an array broadcasting against the value's shape) demands
+    |x| <= bound elementwise, and the message names the first element outside it."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError, OverflowError):  # ragged lists, hostile __array__
+        arr = None
+    if arr is None or arr.dtype.kind not in "iuf":
+        raise ValueError(f"{field}: expected real numbers, got {describe(value)}")
+    arr = arr.astype(np.float64, copy=False)
+    n = len(trailing)
+    if arr.ndim < n or arr.shape[arr.ndim - n:] != tuple(trailing):
+        want = "(" + ", ".join(["..."] + [str(d) for d in trailing]) + ")"
+        raise ValueError(f"{field}: expected shape {want}, got shape {arr.shape}")
+    if finite and not np.isfinite(arr).all():
+        raise ValueError(f"{field}: expected finite numbers, got {describe(value)}")
+    if positive and (arr <= 0).any():
+        raise ValueError(f"{field}: must be > 0, got {describe(value)}")
+    if bound is not None:
+        limit = np.broadcast_to(np.asarray(bound, np.float64), arr.shape)
+        outside = ~(np.abs(arr) <= limit)
+        if outside.any():
+            at = tuple(int(i) for i in np.argwhere(outside)[0])
+            where = field + "".join(f"[{i}]" for i in at)
+            raise ValueError(f"{where}: must be within [-{limit[at]:g}, {limit[at]:g}], "
+                             f"got {float(arr[at])!r}")
+    return arr

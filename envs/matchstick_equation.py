@@ -7,7 +7,7 @@ budget), rejected while still correct or, with ``enforce_min_distance``, while f
 moves, so every puzzle is solvable within the budget (reversing the break is a fix) and, for
 generated puzzles, not in fewer moves; the move/undo/stop grammar with the reference's feedback
 (the budget is checked before legality; floats in a move are truncated); correctness by a safe
-evaluator (kernels/segment_equations, no ``eval``) with Python's precedence, true division, the
+evaluator (kernels/expressions, no ``eval``) with Python's precedence, true division, the
 leading-zero rule and errors (division by zero) counting as wrong; the ansi text mode; the prompt;
 and the bfs, dfs and sos solvers as Numba searches.
 
@@ -63,9 +63,10 @@ from PIL import Image, ImageDraw, ImageFont
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, StopToken, TruncatedIntVector
-from ..core.validate import integer
+from ..core.validate import integer, mapping
 from ..kernels import segment_equations as seq
-from ..render import _tiles, raster
+from ..kernels.expressions import SYM_BLANK
+from ..render import raster, tiles as tile_render
 
 SYMBOLS = "0123456789+-*/="  # symbol code = index (the kernels' convention)
 N_SEGMENTS = 13
@@ -171,6 +172,17 @@ class MatchstickEquationState(NamedTuple):
     dirty: np.ndarray    # int32[B, 2]: symbols whose glyph the last step changed (-1: none)
 
 
+class _Blits(NamedTuple):
+    """Render workspace: blit lists with room for a full redraw of every episode."""
+    glyph_ids: np.ndarray  # int32[B * max_symbols]: glyph tile per entry
+    label_ids: np.ndarray  # int32[...]: index-label tile per entry
+    idx: np.ndarray        # int64[...]: frame per entry
+    xs: np.ndarray         # int32[...]: left edge per entry
+    top: np.ndarray        # int32[...]: 0 (glyph row)
+    label_top: np.ndarray  # int32[...]: BOX_H (label row)
+    all_rows: np.ndarray   # int64[B]: 0..B-1
+
+
 def _glyph_tiles() -> np.ndarray:
     """uint8[16, 80, 68, 3]: each symbol's box plus the gap after it, strokes drawn with the
     reference's Pillow calls (so glyph pixels equal its raw canvas); tile 15 is blank."""
@@ -270,7 +282,6 @@ class MatchstickEquation(Family):
         self.label_tiles = _label_tiles(params.max_symbols)
         self.native_shape = (FRAME_H, PITCH * params.max_symbols - GAP)
         self._scaled = params.image_width is not None or params.image_height is not None
-        self._blits = None
 
     @property
     def frame_shape(self) -> tuple[int, int]:
@@ -280,7 +291,7 @@ class MatchstickEquation(Family):
     def new_state(self, batch: int) -> MatchstickEquationState:
         levels = self.params.break_moves + 1
         return MatchstickEquationState(
-            hist=np.full((batch, levels, self.params.max_symbols), seq.SYM_BLANK, np.int8),
+            hist=np.full((batch, levels, self.params.max_symbols), SYM_BLANK, np.int8),
             depth=np.zeros(batch, np.int32),
             length=np.ones(batch, np.int32),
             correct=np.zeros(batch, np.bool_),
@@ -316,10 +327,7 @@ class MatchstickEquation(Family):
         staged = []
         for k, init in enumerate(init_states):
             where = f"init_states[{k}]"
-            if not isinstance(init, dict):
-                raise ValueError(f"{where}: expected a dict, got {type(init).__name__}")
-            if "broken" not in init:
-                raise ValueError(f"{where}.broken: missing")
+            mapping(where, init, ("broken",))
             broken = self._parse_equation(init["broken"], f"{where}.broken")
             stack = [broken]
             if "history" in init:
@@ -342,7 +350,7 @@ class MatchstickEquation(Family):
             staged.append(stack)
         for b, stack in zip(np.asarray(rows).tolist(), staged):
             n = stack[0].shape[0]
-            state.hist[b] = seq.SYM_BLANK
+            state.hist[b] = SYM_BLANK
             for d, eq in enumerate(stack):
                 state.hist[b, d, :n] = eq
             state.depth[b] = len(stack) - 1
@@ -380,52 +388,56 @@ class MatchstickEquation(Family):
         return state
 
     # -- pixels and text ------------------------------------------------------------------
-    def _blit_buffers(self, count: int):
-        if self._blits is None or self._blits[0].shape[0] < count:
-            size = max(count, 64)
-            self._blits = (np.empty(size, np.int32), np.empty(size, np.int32),
-                           np.empty(size, np.int64), np.empty(size, np.int32))
-        return self._blits
+    def new_workspace(self, batch: int) -> _Blits:
+        size = batch * self.params.max_symbols
+        return _Blits(np.empty(size, np.int32), np.empty(size, np.int32),
+                      np.empty(size, np.int64), np.empty(size, np.int32),
+                      np.zeros(size, np.int32), np.full(size, BOX_H, np.int32),
+                      np.arange(batch, dtype=np.int64))
 
-    def _draw(self, state, frames, rows, full: bool) -> None:
+    def _draw(self, state, frames, rows, full: bool, work) -> None:
         """Blit glyph (and, when full, label) tiles of ``rows`` into native-size frames."""
         per_row = self.params.max_symbols if full else 2
-        glyph_ids, label_ids, idx, xs = self._blit_buffers(rows.shape[0] * per_row)
+        if work.glyph_ids.shape[0] < rows.shape[0] * per_row:
+            work = self.new_workspace(rows.shape[0])
+        glyph_ids, label_ids, idx, xs, top, label_top = work[:6]
         span = self.native_shape[1] + GAP
         m = seq.blit_lists(state.depth, state.length, state.hist, state.dirty, rows, full, span,
                            PITCH, glyph_ids, label_ids, idx, xs)
         if m == 0:
             return
-        zeros = np.zeros(m, np.int32)
-        _tiles.blit_tiles(frames, idx[:m], self.glyph_tiles, glyph_ids[:m], xs[:m], zeros)
+        tile_render.blit_tiles(frames, idx[:m], self.glyph_tiles, glyph_ids[:m], xs[:m],
+                               top[:m])
         if full:
-            _tiles.blit_tiles(frames, idx[:m], self.label_tiles, label_ids[:m], xs[:m],
-                              zeros + BOX_H)
+            tile_render.blit_tiles(frames, idx[:m], self.label_tiles, label_ids[:m], xs[:m],
+                                   label_top[:m])
 
-    def _draw_full_native(self, state, frames, rows) -> None:
+    def _draw_full_native(self, state, frames, rows, work) -> None:
         raster.fill(frames, rows, np.array(BACKGROUND_RGB, np.uint8))
-        self._draw(state, frames, rows, True)
+        self._draw(state, frames, rows, True, work)
 
     def render_rows(self, state, frames, rows, work) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         if rows.shape[0] == 0:
             return
         if not self._scaled:
-            self._draw_full_native(state, frames, rows)
+            self._draw_full_native(state, frames, rows, work)
             return
         # Draw the native canvas of each row into a scratch batch, then resample it.
         native = np.empty((rows.shape[0], *self.native_shape, 3), np.uint8)
         local = np.arange(rows.shape[0], dtype=np.int64)
         sub = type(state)(*(a[rows] for a in state))
-        self._draw_full_native(sub, native, local)
+        self._draw_full_native(sub, native, local, work)
         out = np.empty((rows.shape[0], *frames.shape[1:]), np.uint8)
         raster.resize_area(native, out)
         frames[rows] = out
 
     def render_after_step(self, state, frames, work) -> None:
         if not self._scaled:
-            rows = np.arange(frames.shape[0], dtype=np.int64)
-            self._draw(state, frames, rows, False)
+            rows = work.all_rows
+            if rows.shape[0] != frames.shape[0]:
+                rows = np.arange(frames.shape[0], dtype=np.int64)
+            self._draw(state, frames, rows, False, work)
             return
         changed = np.flatnonzero(state.dirty[:, 0] >= 0)
         if changed.size:

@@ -37,8 +37,6 @@ Deviations from the reference, on purpose:
   NaN for the rest of the episode (the stick vanished and could never score) and an infinite
   translation clipped to the canvas edge; a huge integer raised OverflowError. The prompt offers
   "any real number", which these are not.
-- Payload values are applied at float32 precision (what the shared action parser stores) instead
-  of as Python floats: a relative difference of at most 6e-8 per component.
 - The heading stays in [0, 360): Python's modulo gives 360.0 for sums in (-3e-14, 0); we store the
   same heading as 0.0.
 - Solvers (quirk 4): unit-first takes each move's sector, and the final remainder, from the pose
@@ -68,6 +66,7 @@ import numpy as np
 
 from ..core.family import Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, FloatVector, Grammar
+from ..core.validate import describe, mapping, real, reals
 from ..kernels.pose2d import (aligned_poses, plan_random_split, plan_unit_first, sample_poses,
                               step_pose_moves)
 from ..kernels.strokes import dash_pieces, dirty_tiles, segment_endpoints, tile_strokes
@@ -123,29 +122,8 @@ FLOAT32_FINITE_LIMIT = float(np.nextafter(
     np.float64(np.finfo(np.float32).max) + 2.0 ** 103, 0.0))
 # Tiles redrawn per render call at most (bounds the scratch buffer for large batches).
 TILE_CHUNK = 1024
-
-
-def _real(field: str, value, *, positive: bool = False) -> float:
-    """A finite real number (int or float, not bool); ValueError names the field."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
-                                                                     np.floating)):
-        raise ValueError(f"{field}: expected a number, got {value!r}")
-    try:
-        out = float(value)
-    except OverflowError:
-        raise ValueError(f"{field}: {value!r} is too large") from None
-    if not math.isfinite(out):
-        raise ValueError(f"{field}: expected a finite number, got {value!r}")
-    if positive and out <= 0:
-        raise ValueError(f"{field}: must be > 0, got {value!r}")
-    return out
-
-
-def _pair(field: str, value, *, positive: bool = False) -> tuple[float, float]:
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
-        raise ValueError(f"{field}: expected two numbers, got {value!r}")
-    return (_real(f"{field}[0]", value[0], positive=positive),
-            _real(f"{field}[1]", value[1], positive=positive))
+MAX_CANVAS = 1e6  # bound on canvas sizes, stick length and scales (canvas px)
+INIT_FIELDS = ("scale", "target_mid", "target_ang", "initial_mid", "initial_ang")
 
 
 @dataclass(frozen=True)
@@ -162,19 +140,12 @@ class MatchstickRotationParams:
 
     def __post_init__(self):
         for name in ("pos_tolerance", "ang_tolerance"):
-            if _real(name, getattr(self, name)) < 0:
-                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
-        width, height = _pair("canvas_size", self.canvas_size, positive=True)
-        if max(width, height) > 1e6:
-            raise ValueError(
-                f"canvas_size: must be at most 1e6 canvas px, got {self.canvas_size!r}")
-        length = _real("stick_length", self.stick_length, positive=True)
-        if length > 1e6:
-            raise ValueError(f"stick_length: must be at most 1e6 canvas px, got {length!r}")
-        low, high = _pair("scale_range", self.scale_range, positive=True)
-        if low > high or high > 1e6:
-            raise ValueError(
-                f"scale_range: expected 0 < low <= high <= 1e6, got {self.scale_range!r}")
+            real(name, getattr(self, name), 0)
+        reals("canvas_size", self.canvas_size, 2, high=MAX_CANVAS, positive=True)
+        real("stick_length", self.stick_length, high=MAX_CANVAS, positive=True)
+        low, high = reals("scale_range", self.scale_range, 2, high=MAX_CANVAS, positive=True)
+        if low > high:
+            raise ValueError(f"scale_range: expected low <= high, got {describe(self.scale_range)}")
         # Lists from JSON (make_kwargs) become tuples, so the params stay hashable.
         object.__setattr__(self, "canvas_size", tuple(self.canvas_size))
         object.__setattr__(self, "scale_range", tuple(self.scale_range))
@@ -194,17 +165,10 @@ class MatchstickRotationState(NamedTuple):
 class MovePayload(FloatVector):
     """[dx, dy, dtheta]: three reals that are finite as float32 (the reference's Box dtype).
 
-    FloatVector's checks (lists/tuples, numeric strings, bools, NaN rejected) with bounds at the
-    float32 range, so ±inf and anything float32 would turn into inf are invalid payloads. An
-    integer too large for a float makes FloatVector raise OverflowError (a core parser bug, see
-    the report): caught here, it is an invalid payload as well. Random samples are moderate moves
-    (for random agents), not draws from the whole float32 range."""
-
-    def convert(self, payload, ints, floats) -> bool:
-        try:
-            return FloatVector.convert(self, payload, ints, floats)
-        except OverflowError:
-            return False
+    FloatVector's checks (lists/tuples, numeric strings, bools; NaN and integers too large for
+    a float rejected) with bounds at the float32 range, so ±inf and anything float32 would turn
+    into inf are invalid payloads. Random samples are moderate moves (for random agents), not
+    draws from the whole float32 range."""
 
     def sample(self, rng) -> list:
         return [round(float(rng.uniform(-5.0, 5.0)), 1), round(float(rng.uniform(-5.0, 5.0)), 1),
@@ -242,6 +206,9 @@ class MatchstickRotation(Family):
     feedback_texts = ()
     has_text_mode = False
     solver_strategies = ("unit_first", "stochastic")
+    # 2: the goal frame is the pose the solver's plan reaches exactly (the planners simulated
+    # float32 payloads after the parser had moved to float64; a few goal pixels changed).
+    version = 2
 
     def __init__(self, params: MatchstickRotationParams):
         super().__init__(params)
@@ -264,7 +231,6 @@ class MatchstickRotation(Family):
         self._tile_h = int(min(math.ceil(reach), ay1 - ay0))
         target_len = float(params.stick_length) * max(self._px_per_x, self._px_per_y)
         self._max_dashes = int(math.ceil(target_len / (DASH_ON_PX + DASH_OFF_PX))) + 2
-        self._buffers = {}
 
     @property
     def frame_shape(self) -> tuple[int, int]:
@@ -293,17 +259,13 @@ class MatchstickRotation(Family):
         loaded = []
         for k, init in enumerate(init_states):
             where = f"init_states[{k}]"
-            if not isinstance(init, dict):
-                raise ValueError(f"{where}: expected a dict, got {type(init).__name__}")
-            for key in ("scale", "target_mid", "target_ang", "initial_mid", "initial_ang"):
-                if key not in init:
-                    raise ValueError(f"{where}.{key}: missing")
+            mapping(where, init, INIT_FIELDS)
             loaded.append((
-                _real(f"{where}.scale", init["scale"], positive=True),
-                _pair(f"{where}.target_mid", init["target_mid"]),
-                _real(f"{where}.target_ang", init["target_ang"]),
-                _pair(f"{where}.initial_mid", init["initial_mid"]),
-                _real(f"{where}.initial_ang", init["initial_ang"]),
+                real(f"{where}.scale", init["scale"], positive=True),
+                reals(f"{where}.target_mid", init["target_mid"], 2),
+                real(f"{where}.target_ang", init["target_ang"]),
+                reals(f"{where}.initial_mid", init["initial_mid"], 2),
+                real(f"{where}.initial_ang", init["initial_ang"]),
             ))
         # Validate everything before writing anything.
         for b, (scale, tmid, tang, mid, ang) in zip(rows, loaded):
@@ -359,22 +321,28 @@ class MatchstickRotation(Family):
         dash_pieces(seg, DASH_ON_PX, DASH_OFF_PX, pieces, count)
         return pieces, count
 
-    def _item_buffers(self, items: int):
-        """Stroke item arrays with room for ``items`` (grow-only, reused across calls)."""
-        buf = self._buffers.get("items")
-        if buf is None or buf[0].shape[0] < items:
-            buf = (np.empty(items, np.int64), np.empty((items, 4), np.float64),
-                   np.empty(items, np.float64), np.empty((items, 3), np.uint8))
-            self._buffers["items"] = buf
-        return buf
+    def new_workspace(self, batch: int) -> dict:
+        """Render scratch for ``batch`` episodes: the tiles a step redraws (at most two per
+        episode: frame, x, y), scratch tiles to draw them in, and stroke item arrays."""
+        chunk = min(2 * batch, TILE_CHUNK)
+        items = max(batch * (self._max_dashes + 1),
+                    chunk * (self._max_dashes + 1 + FRAME_STROKES.shape[0]))
+        return {
+            "tile_frame": np.empty(2 * batch, np.int64),
+            "tile_x": np.empty(2 * batch, np.int64),
+            "tile_y": np.empty(2 * batch, np.int64),
+            "tiles": np.empty((chunk, self._tile_h, self._tile_w, 3), np.uint8),
+            "items": (np.empty(items, np.int64), np.empty((items, 4), np.float64),
+                      np.empty(items, np.float64), np.empty((items, 3), np.uint8)),
+        }
 
-    def _tile_scratch(self, count: int) -> np.ndarray:
-        """Scratch tiles, at least ``count`` of them (grow-only, reused across calls)."""
-        scratch = self._buffers.get("tiles")
-        if scratch is None or scratch.shape[0] < count:
-            scratch = np.empty((count, self._tile_h, self._tile_w, 3), np.uint8)
-            self._buffers["tiles"] = scratch
-        return scratch
+    @staticmethod
+    def _item_buffers(work, items: int):
+        """Stroke item arrays with room for ``items`` (the workspace's, grown when too small)."""
+        if work["items"][0].shape[0] < items:
+            work["items"] = (np.empty(items, np.int64), np.empty((items, 4), np.float64),
+                             np.empty(items, np.float64), np.empty((items, 3), np.uint8))
+        return work["items"]
 
     def render_rows(self, state, frames, rows, work) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.int64)
@@ -385,7 +353,7 @@ class MatchstickRotation(Family):
         dashes, count = self._dashes(scale, state.target_mid[rows], state.target_ang[rows])
         stick = self._segments(scale, state.mid[rows], state.ang[rows], STICK_WIDTH_PX / 2)
         capacity = n * (self._max_dashes + 1)
-        item_tile, item_seg, item_width, item_color = self._item_buffers(capacity)
+        item_tile, item_seg, item_width, item_color = self._item_buffers(work, capacity)
         zeros = np.zeros(n, np.int64)
         no_strokes = np.zeros((0, 4), np.float64)
         m = tile_strokes(np.arange(n, dtype=np.int64), zeros, zeros, n, FRAME_PX, FRAME_PX,
@@ -411,22 +379,23 @@ class MatchstickRotation(Family):
         changed |= state.mid[:, 1] != state.prev_mid[:, 1]
         if not changed.any():
             return
-        batch = frames.shape[0]
+        if work["tile_frame"].shape[0] < 2 * frames.shape[0]:
+            work = self.new_workspace(frames.shape[0])
         extend = STICK_WIDTH_PX / 2
         old = self._segments(state.scale, state.prev_mid, state.prev_ang, extend)
         new = self._segments(state.scale, state.mid, state.ang, extend)
-        tile_frame = np.empty(2 * batch, np.int64)
-        tile_x = np.empty(2 * batch, np.int64)
-        tile_y = np.empty(2 * batch, np.int64)
+        tile_frame, tile_x, tile_y = work["tile_frame"], work["tile_x"], work["tile_y"]
         n_tiles = dirty_tiles(old, new, changed, STICK_WIDTH_PX, self._clip, self._tile_w,
                               self._tile_h, tile_frame, tile_x, tile_y)
         if n_tiles == 0:
             return
         dashes, count = self._dashes(state.scale, state.target_mid, state.target_ang)
         chunk = min(n_tiles, TILE_CHUNK)
-        scratch = self._tile_scratch(chunk)
+        scratch = work["tiles"]
+        if scratch.shape[0] < chunk:
+            scratch = work["tiles"] = np.empty((chunk, self._tile_h, self._tile_w, 3), np.uint8)
         per_tile = self._max_dashes + 1 + FRAME_STROKES.shape[0]
-        item_tile, item_seg, item_width, item_color = self._item_buffers(chunk * per_tile)
+        item_tile, item_seg, item_width, item_color = self._item_buffers(work, chunk * per_tile)
         for start in range(0, n_tiles, chunk):
             stop = min(start + chunk, n_tiles)
             count_tiles = stop - start

@@ -32,7 +32,7 @@ from numba import njit
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntChoice
-from ..core.validate import integer
+from ..core.validate import integer, mapping
 from ..kernels.grid import generate_mazes, solve_mazes, step_moves
 from ..render import tiles as tile_render
 
@@ -121,11 +121,7 @@ def check_maze_init(init, where: str, height: int, width: int, extra_keys=()):
     """Validate the maze fields of a reference init-state dict (maze_map, agent_location,
     target_location, plus ``extra_keys`` that must be present); return (walls, agent, target).
     ValueError names the field and the problem."""
-    if not isinstance(init, dict):
-        raise ValueError(f"{where}: expected a dict, got {type(init).__name__}")
-    for key in ("maze_map", "agent_location", "target_location", *extra_keys):
-        if key not in init:
-            raise ValueError(f"{where}.{key}: missing")
+    mapping(where, init, ("maze_map", "agent_location", "target_location", *extra_keys))
     try:
         walls = np.asarray(init["maze_map"], dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
@@ -151,6 +147,15 @@ def check_maze_init(init, where: str, height: int, width: int, extra_keys=()):
             raise ValueError(f"{where}.{key}: {[r, c]} is a wall cell")
         cells.append((r, c))
     return walls, cells[0], cells[1]
+
+
+def maze_init_state(state, i: int) -> dict:
+    """The maze fields of episode i's reference init-state dict (``check_maze_init``'s inverse)."""
+    return {
+        "maze_map": state.walls[i].astype(int).tolist(),
+        "agent_location": [int(v) for v in state.agent[i]],
+        "target_location": [int(v) for v in state.target[i]],
+    }
 
 
 _IMAGE_LEGEND = (
@@ -236,11 +241,7 @@ class Maze2D(Family):
             state.prev_agent[b] = agent
 
     def to_init_state(self, state, i: int) -> dict:
-        return {
-            "maze_map": state.walls[i].astype(int).tolist(),
-            "agent_location": [int(v) for v in state.agent[i]],
-            "target_location": [int(v) for v in state.target[i]],
-        }
+        return maze_init_state(state, i)
 
     def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
         step_moves(state.walls, state.agent, state.prev_agent, actions.ints, rows, WALL_CODE,

@@ -56,13 +56,13 @@ from numba import njit
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntChoice
-from ..core.validate import integer
+from ..core.validate import integer, integers
 from ..core.seeding import next_seeds
 from ..kernels.grid import generate_mazes
 from ..kernels.grid_heading import (FWD_DCOL, FWD_DROW, initial_headings, plan_batch,
                                     step_heading)
 from ..render import camera, raster3d
-from .maze_2d import check_maze_init
+from .maze_2d import check_maze_init, maze_init_state
 
 CELL = 10.0            # world units per maze cell (and wall height)
 EYE_Y = 5.0            # camera height: half the wall height
@@ -101,12 +101,8 @@ class Maze3DParams:
             if value % 2 == 0:
                 raise ValueError(f"{name}: must be odd (width/height of maze should be odd), "
                                  f"got {value}")
-        size = self.render_size
-        if not isinstance(size, (tuple, list)) or len(size) != 2:
-            raise ValueError(f"render_size: expected (width, height), got {size!r}")
-        width = integer("render_size[0] (width)", size[0], 8, 8192)
-        height = integer("render_size[1] (height)", size[1], 8, 8192)
-        object.__setattr__(self, "render_size", (width, height))
+        object.__setattr__(self, "render_size",
+                           integers("render_size", self.render_size, 2, 8, 8192))
         if self.max_plan_steps is not None:
             # Corner to opposite corner takes (H-3)+(W-3) moves, at least one turn and a stop:
             # a smaller limit could never be met.
@@ -412,8 +408,6 @@ class Maze3D(Family):
         self.sphere = raster3d.uv_sphere(SPHERE_RADIUS, SPHERE_LAT, SPHERE_LON)
         ns = self.sphere[1].shape[0]
         self.sphere_colors = np.broadcast_to(np.array(TARGET_RGB, np.uint8), (ns, 3))
-        self._scratch = None
-        self._capacity = 0
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -447,7 +441,7 @@ class Maze3D(Family):
             attempt_seeds = seeds.copy()
             pending = np.arange(rows.shape[0])
             for _ in range(MAX_REDRAWS):
-                lengths = self._plan_lengths(state, rows[pending])
+                _, lengths, _ = self._plans(state, rows[pending])
                 over = lengths + 1 > limit
                 if not over.any():
                     break
@@ -460,15 +454,20 @@ class Maze3D(Family):
                                  sub_rows, attempt_seeds[pending])
         state.changed[rows] = False
 
-    def _plan_lengths(self, state, rows) -> np.ndarray:
+    def _plans(self, state, rows, seeds=None, num_steps: int = 0):
+        """The solver's plans for ``rows``: (plans int64[R, P] of action indices, plan_len
+        int64[R] (-1: unsolvable), end heading int64[R]). ``seeds`` (one per row) seed the
+        padding of plans shorter than ``num_steps``."""
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         height, width = self.shape
-        plans = np.zeros((rows.shape[0], 4 * height * width + 2), np.int64)
+        plans = np.zeros((rows.shape[0], 4 * height * width + num_steps + 2), np.int64)
         plan_len = np.zeros(rows.shape[0], np.int64)
         end = np.zeros(rows.shape[0], np.int64)
-        plan_batch(state.walls, state.agent, state.heading, state.target, rows,
-                   np.zeros(rows.shape[0], np.uint64), 0, plans, plan_len, end)
-        return plan_len
+        seeds = (np.zeros(rows.shape[0], np.uint64) if seeds is None
+                 else np.ascontiguousarray(seeds, dtype=np.uint64))
+        plan_batch(state.walls, state.agent, state.heading, state.target, rows, seeds, num_steps,
+                   plans, plan_len, end)
+        return plans, plan_len, end
 
     def load_rows(self, state, rows, init_states) -> None:
         height, width = self.shape
@@ -486,12 +485,7 @@ class Maze3D(Family):
             state.changed[b] = False
 
     def to_init_state(self, state, i: int) -> dict:
-        return {
-            "maze_map": state.walls[i].astype(int).tolist(),
-            "agent_location": [int(v) for v in state.agent[i]],
-            "target_location": [int(v) for v in state.target[i]],
-            "cam_dir": int(state.heading[i]),
-        }
+        return {**maze_init_state(state, i), "cam_dir": int(state.heading[i])}
 
     def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
         step_heading(state.walls, state.agent, state.heading, actions.kind, actions.ints, rows,
@@ -501,58 +495,50 @@ class Maze3D(Family):
         return (state.agent == state.target).all(axis=1)
 
     def goal_state(self, state):
-        rows = np.arange(state.agent.shape[0], dtype=np.int64)
-        height, width = self.shape
-        plans = np.zeros((rows.shape[0], 4 * height * width + 2), np.int64)
-        plan_len = np.zeros(rows.shape[0], np.int64)
-        end = np.zeros(rows.shape[0], np.int64)
-        plan_batch(state.walls, state.agent, state.heading, state.target, rows,
-                   np.zeros(rows.shape[0], np.uint64), 0, plans, plan_len, end)
+        _, plan_len, end = self._plans(state, np.arange(state.agent.shape[0]))
         solvable = plan_len >= 0
         state.agent[solvable] = state.target[solvable]
         state.heading[:] = end
         return state
 
     # -- pixels ---------------------------------------------------------------------------
-    def _buffers(self, count: int):
-        """Scratch mesh table for ``count`` scenes plus the shared sphere at its tail (render
-        scratch, rebuilt from the state on every render; no episode data lives here)."""
-        if count > self._capacity:
-            height, width = self.shape
-            # The mesh table (maze faces) is only used by the rasterizing renderer.
-            qmax = 6 * (height - 2) * (width - 2) + 2 if self.params.renderer == "raster" else 0
-            sv, st, sn = self.sphere
-            nv = count * 4 * qmax
-            nt = count * 2 * qmax
-            verts = np.zeros((nv + sv.shape[0], 3), np.float32)
-            verts[nv:] = sv
-            uvs = np.zeros((verts.shape[0], 2), np.float32)
-            normals = np.zeros((verts.shape[0], 3), np.float32)
-            normals[nv:] = sn
-            tris = np.zeros((nt + st.shape[0], 3), np.int32)
-            tris[nt:] = st + nv
-            face_tex = np.full(tris.shape[0], -1, np.int32)
-            face_flags = np.zeros(tris.shape[0], np.uint8)
-            face_flags[nt:] = raster3d.FLAG_LIT
-            face_colors = np.zeros((tris.shape[0], 3), np.uint8)
-            face_colors[:] = TARGET_RGB
-            self._scratch = dict(
-                verts=verts, uvs=uvs, normals=normals, tris=tris, face_tex=face_tex,
-                face_flags=face_flags, face_colors=face_colors, qmax=qmax, nv=nv, nt=nt,
-                tri_count=np.zeros(count, np.int64),
-                view_proj=np.zeros((count, 4, 4)), sphere_model=np.zeros((count, 4, 4)),
-                light=np.zeros((count, 3)), eye=np.zeros((count, 3)),
-                forward=np.zeros((count, 2)), depth=None,
-            )
-            self._capacity = count
-        return self._scratch
+    def new_workspace(self, batch: int) -> dict:
+        """Render scratch for ``batch`` scenes, rebuilt from the state on every render: the mesh
+        table of the rasterizing renderer (maze faces per scene, the shared sphere at its tail),
+        the per-scene cameras and lights, the depth buffer and the list of changed rows."""
+        height, width = self.shape
+        # The mesh table (maze faces) is only used by the rasterizing renderer.
+        qmax = 6 * (height - 2) * (width - 2) + 2 if self.params.renderer == "raster" else 0
+        sv, st, sn = self.sphere
+        nv = batch * 4 * qmax
+        nt = batch * 2 * qmax
+        verts = np.zeros((nv + sv.shape[0], 3), np.float32)
+        verts[nv:] = sv
+        uvs = np.zeros((verts.shape[0], 2), np.float32)
+        normals = np.zeros((verts.shape[0], 3), np.float32)
+        normals[nv:] = sn
+        tris = np.zeros((nt + st.shape[0], 3), np.int32)
+        tris[nt:] = st + nv
+        face_tex = np.full(tris.shape[0], -1, np.int32)
+        face_flags = np.zeros(tris.shape[0], np.uint8)
+        face_flags[nt:] = raster3d.FLAG_LIT
+        face_colors = np.zeros((tris.shape[0], 3), np.uint8)
+        face_colors[:] = TARGET_RGB
+        return dict(
+            capacity=batch, verts=verts, uvs=uvs, normals=normals, tris=tris,
+            face_tex=face_tex, face_flags=face_flags, face_colors=face_colors, qmax=qmax, nv=nv,
+            nt=nt, tri_count=np.zeros(batch, np.int64),
+            view_proj=np.zeros((batch, 4, 4)), sphere_model=np.zeros((batch, 4, 4)),
+            light=np.zeros((batch, 3)), eye=np.zeros((batch, 3)),
+            forward=np.zeros((batch, 2)), depth=None, changed_rows=np.empty(batch, np.int64),
+        )
 
     def render_rows(self, state, frames, rows, work) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         count = rows.shape[0]
         if count == 0:
             return
-        s = self._buffers(count)
+        s = work if count <= work["capacity"] else self.new_workspace(count)
         qmax, nt = s["qmax"], s["nt"]
         raster = self.params.renderer == "raster"
         _build_scenes(state.walls, state.agent, state.heading, state.target, rows,
@@ -601,7 +587,9 @@ class Maze3D(Family):
             light_dir=light, ambient=LIGHT_AMBIENT, diffuse=LIGHT_DIFFUSE)
 
     def render_after_step(self, state, frames, work) -> None:
-        rows = np.empty(state.changed.shape[0], np.int64)
+        rows = work["changed_rows"]
+        if rows.shape[0] < state.changed.shape[0]:
+            rows = np.empty(state.changed.shape[0], np.int64)
         n = _changed_rows(state.changed, rows)
         if n:
             self.render_rows(state, frames, rows[:n], work)
@@ -613,14 +601,7 @@ class Maze3D(Family):
     # -- solver ---------------------------------------------------------------------------
     def solve(self, state, rows, strategy, num_steps, seeds) -> list[list[str]]:
         rows = np.ascontiguousarray(rows, dtype=np.int64)
-        height, width = self.shape
-        capacity = 4 * height * width + (num_steps or 0) + 2
-        plans = np.zeros((rows.shape[0], capacity), np.int64)
-        plan_len = np.zeros(rows.shape[0], np.int64)
-        end = np.zeros(rows.shape[0], np.int64)
-        plan_batch(state.walls, state.agent, state.heading, state.target, rows,
-                   np.ascontiguousarray(seeds[rows], dtype=np.uint64), int(num_steps or 0),
-                   plans, plan_len, end)
+        plans, plan_len, _ = self._plans(state, rows, seeds[rows], int(num_steps or 0))
         out = []
         for k in range(rows.shape[0]):
             n = int(plan_len[k])

@@ -60,10 +60,10 @@ from numba import njit
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
-from ..core.validate import integer
+from ..core.validate import integer, integers, mapping
 from ..kernels.blocks import (DIR_DCOL, DIR_DROW, PLAN_TOO_LONG, fill_board, scramble_layouts,
                               solve_layouts, step_slides)
-from ..render import _tiles, raster
+from ..render import tiles as tile_render
 from ..render.text import draw_text, glyph_atlas
 
 ROWS, COLS = 5, 4
@@ -399,30 +399,18 @@ def _block_key(key, where: str) -> int:
     return value
 
 
-def _int_pair(value, where: str) -> tuple[int, int]:
-    if (not isinstance(value, (list, tuple)) or len(value) != 2
-            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)):
-        raise ValueError(f"{where}: expected [row, col] (two ints), got {value!r}")
-    return int(value[0]), int(value[1])
-
-
 def _parse_layout(blocks, where: str) -> np.ndarray:
     """Positions (10, 2) from a reference blocks dict, checked against the fixed block set and
     for a legal layout (on the board, no overlaps)."""
-    if not isinstance(blocks, dict):
-        raise ValueError(f"{where}: expected a dict of blocks, got {type(blocks).__name__}")
+    mapping(where, blocks)
     pos = np.full((N_BLOCKS, 2), -1, np.int64)
     for key, block in blocks.items():
         bid = _block_key(key, where)
         field = f"{where}.{bid}"
         if pos[bid - 1, 0] >= 0:
             raise ValueError(f"{field}: block {bid} is listed twice")
-        if not isinstance(block, dict):
-            raise ValueError(f"{field}: expected a dict with size and position, got {block!r}")
-        for name in ("size", "position"):
-            if name not in block:
-                raise ValueError(f"{field}.{name}: missing")
-        if _int_pair(block["size"], f"{field}.size") != tuple(BLOCK_SIZE[bid - 1]):
+        mapping(field, block, ("size", "position"))
+        if integers(f"{field}.size", block["size"], 2) != tuple(BLOCK_SIZE[bid - 1]):
             raise ValueError(f"{field}.size: block {bid} is {list(BLOCK_SIZE[bid - 1])}, "
                              f"got {block['size']!r}")
         if "color" in block and block["color"] != BLOCK_COLOR[bid - 1]:
@@ -430,7 +418,7 @@ def _parse_layout(blocks, where: str) -> np.ndarray:
                              f"got {block['color']!r}")
         if "is_target" in block and block["is_target"] is not (bid == 1):
             raise ValueError(f"{field}.is_target: must be {bid == 1}, got {block['is_target']!r}")
-        r, c = _int_pair(block["position"], f"{field}.position")
+        r, c = integers(f"{field}.position", block["position"], 2)
         h, w = BLOCK_SIZE[bid - 1]
         if not (0 <= r <= ROWS - h and 0 <= c <= COLS - w):
             raise ValueError(f"{field}.position: a {h}x{w} block at {[r, c]} leaves the "
@@ -483,7 +471,12 @@ class SlidingBlock(Family):
         self._phases = (n // 3, (2 * n) // 3, n // 6)
         self.classic_board = np.zeros((ROWS, COLS), np.int8)
         fill_board(CLASSIC_POS, BLOCK_SIZE, self.classic_board)
-        self._dirty = None
+
+    def new_workspace(self, batch: int):
+        # The cells a step redraws (frame, tile, x, y), at most MAX_DIRTY_CELLS per episode.
+        cap = MAX_DIRTY_CELLS * batch
+        return (np.empty(cap, np.int64), np.empty(cap, np.int32), np.empty(cap, np.int32),
+                np.empty(cap, np.int32))
 
     @property
     def frame_shape(self) -> tuple[int, int]:
@@ -525,14 +518,9 @@ class SlidingBlock(Family):
         layouts = []
         for k, init in enumerate(init_states):
             where = f"init_states[{k}]"
-            if not isinstance(init, dict):
-                raise ValueError(f"{where}: expected a dict, got {type(init).__name__}")
-            parsed = {}
-            for key in BLOCK_FIELDS:
-                if key not in init:
-                    raise ValueError(f"{where}.{key}: missing")
-                parsed[key] = _parse_layout(init[key], f"{where}.{key}")
-            layouts.append(parsed)
+            mapping(where, init, BLOCK_FIELDS)
+            layouts.append({key: _parse_layout(init[key], f"{where}.{key}")
+                            for key in BLOCK_FIELDS})
         # Validate everything before writing anything.
         for b, parsed in zip(rows, layouts):
             state.original_pos[b] = parsed["original_blocks"]
@@ -570,28 +558,25 @@ class SlidingBlock(Family):
         if count == 0:
             return
         zeros = np.zeros(count, np.int32)
-        _tiles.blit_tiles(frames, rows, self.title_band, zeros, zeros, zeros)
-        _tiles.blit_tiles(frames, rows, self.gap, zeros, np.full(count, BOARD_W, np.int32),
-                          np.full(count, TITLE_PX, np.int32))
+        tile_render.blit_tiles(frames, rows, self.title_band, zeros, zeros, zeros)
+        tile_render.blit_tiles(frames, rows, self.gap, zeros, np.full(count, BOARD_W, np.int32),
+                               np.full(count, TITLE_PX, np.int32))
         cells = 2 * ROWS * COLS
         ids = np.empty(count * cells, np.int32)
         xs = np.empty(count * cells, np.int32)
         ys = np.empty(count * cells, np.int32)
         _board_cells(state.board, state.pos, state.target_pos, BLOCK_SIZE, self.tile_base, rows,
                      ids, xs, ys)
-        _tiles.blit_tiles(frames, np.repeat(rows, cells), self.tiles, ids, xs, ys)
+        tile_render.blit_tiles(frames, np.repeat(rows, cells), self.tiles, ids, xs, ys)
 
     def render_after_step(self, state, frames, work) -> None:
-        batch = frames.shape[0]
-        cap = MAX_DIRTY_CELLS * batch
-        if self._dirty is None or self._dirty[0].shape[0] != cap:
-            self._dirty = (np.empty(cap, np.int64), np.empty(cap, np.int32),
-                           np.empty(cap, np.int32), np.empty(cap, np.int32))
-        idx, ids, xs, ys = self._dirty
+        if work[0].shape[0] < MAX_DIRTY_CELLS * frames.shape[0]:
+            work = self.new_workspace(frames.shape[0])
+        idx, ids, xs, ys = work
         n = _moved_cells(state.board, state.pos, BLOCK_SIZE, self.tile_base, state.last_block,
                          state.last_dir, idx, ids, xs, ys)
         if n:
-            _tiles.blit_tiles(frames, idx[:n], self.tiles, ids[:n], xs[:n], ys[:n])
+            tile_render.blit_tiles(frames, idx[:n], self.tiles, ids[:n], xs[:n], ys[:n])
 
     def render_text(self, state, i: int) -> str:
         def lines(pos):

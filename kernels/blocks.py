@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit, prange
 
 from .batching import row_kernel
+from .keyset import new_set, set_add, set_full, set_grow
 from .rng import below, seed_state
 
 DIR_DROW = np.array([-1, 0, 1, 0], dtype=np.int64)
@@ -201,39 +202,6 @@ def step_slides(board, pos, size, moves, last_block, last_dir, ints, rows, fail_
 
 
 # --------------------------------------------------------------------------- solver
-@njit(cache=True, inline="always")
-def _hash(key, mask):
-    z = key * np.uint64(0x9E3779B97F4A7C15)
-    z = z ^ (z >> np.uint64(29))
-    return np.int64(z & mask)
-
-
-@njit(cache=True)
-def _set_add(table, key):
-    """Insert key into the open-addressing set ``table`` (stores key + 1; 0 = empty slot).
-    Returns False if it was already there."""
-    mask = np.uint64(table.shape[0] - 1)
-    stored = key + np.uint64(1)
-    h = _hash(key, mask)
-    while True:
-        v = table[h]
-        if v == 0:
-            table[h] = stored
-            return True
-        if v == stored:
-            return False
-        h = (h + 1) & np.int64(mask)
-
-
-@njit(cache=True)
-def _set_grow(table):
-    bigger = np.zeros(table.shape[0] * 2, np.uint64)
-    for t in range(table.shape[0]):
-        if table[t] != 0:
-            _set_add(bigger, table[t] - np.uint64(1))
-    return bigger
-
-
 @njit(cache=True)
 def pack_layout(pos, width, bits):
     """A layout as one integer: block k's top-left cell index in bits [k * bits, (k+1) * bits)."""
@@ -269,11 +237,11 @@ def shortest_slides(start, target, size, height, width, bits, max_states, out_mo
     keys = np.empty(cap, np.uint64)
     parent = np.empty(cap, np.int32)
     via = np.empty(cap, np.int8)
-    table = np.zeros(cap * 2, np.uint64)
+    table = new_set(cap)
     keys[0] = start_key
     parent[0] = -1
     via[0] = -1
-    _set_add(table, start_key)
+    set_add(table, start_key, np.uint64(0))
     tail = 1
     head = 0
     pos = np.empty((n, 2), np.int64)
@@ -292,7 +260,9 @@ def shortest_slides(start, target, size, height, width, bits, max_states, out_mo
                     continue
                 new_cell = np.uint64(np.int64(cell) + DIR_DROW[d] * width + DIR_DCOL[d])
                 nxt = (key & ~(cell << shift)) | (new_cell << shift)
-                if not _set_add(table, nxt):
+                if set_full(table):
+                    table = set_grow(table)
+                if not set_add(table, nxt, np.uint64(0)):
                     continue
                 if nxt == target_key:
                     found_parent = head
@@ -311,8 +281,6 @@ def shortest_slides(start, target, size, height, width, bits, max_states, out_mo
                     via2 = np.empty(cap, np.int8)
                     via2[:tail] = via[:tail]
                     via = via2
-                if 2 * (tail + 1) > table.shape[0]:
-                    table = _set_grow(table)
                 keys[tail] = nxt
                 parent[tail] = head
                 via[tail] = k * 4 + d

@@ -8,8 +8,9 @@ degrees). Generation, moves, alignment checks and two plan builders (unit-first 
 split) live here; nothing knows a task by name.
 
 Every move, whether taken by the step kernel or simulated by a plan builder, goes through
-``apply_move`` with payloads rounded to float32 first (what the action parser stores), so a plan's
-simulated end pose is bit-identical to the pose the env reaches by stepping it.
+``apply_move`` with the float64 payload the action parser stores (a plan's values print as
+``repr`` and parse back exactly), so a plan's simulated end pose is bit-identical to the pose
+the env reaches by stepping it.
 """
 import math
 
@@ -132,13 +133,6 @@ def round1(v):
 
 
 @njit(cache=True, inline="always")
-def as_payload(v):
-    """The value a payload component has after the action parser (float32) and the step kernel
-    (back to float64)."""
-    return np.float64(np.float32(v))
-
-
-@njit(cache=True, inline="always")
 def turn_toward(a, target):
     """The shortest turn that aligns heading a with target modulo 180, in (-90, 90]."""
     d = (target - a) % 180.0
@@ -153,6 +147,28 @@ def sector_of(dx, dy):
     deg = math.degrees(math.atan2(dy, dx))
     deg = (deg + 360.0) % 360.0
     return int(((deg + 22.5) % 360.0) / 45.0)
+
+
+@njit(cache=True, inline="always")
+def _plan_move(plans, k, i, dx, dy, dth, x, y, a, sc, width, height):
+    """Write move i of plan k; return the pose (x, y, heading) it reaches from (x, y, a)."""
+    plans[k, i, 0] = dx
+    plans[k, i, 1] = dy
+    plans[k, i, 2] = dth
+    return apply_move(x, y, a, sc, dx, dy, dth, width, height)
+
+
+@njit(cache=True, inline="always")
+def _plan_remainder(plans, plan_len, end_pose, k, i, x, y, a, tx, ty, target_a, sc, width,
+                    height):
+    """The last move i of plan k from pose (x, y, a): the remaining translation and the turn to
+    ``target_a``, each rounded to 0.1; records the plan's length and end pose."""
+    x, y, a = _plan_move(plans, k, i, round1((tx - x) / sc), round1((ty - y) / sc),
+                         round1(turn_toward(a, target_a)), x, y, a, sc, width, height)
+    plan_len[k] = i + 1
+    end_pose[k, 0] = x
+    end_pose[k, 1] = y
+    end_pose[k, 2] = a
 
 
 @njit(cache=True)
@@ -181,24 +197,10 @@ def plan_unit_first(scale, target_mid, target_ang, mid, ang, rows, num_steps, wi
         for i in range(n_unit):
             sec = sector_of(tx - x, ty - y)
             length = 1.0 if num_steps <= 2 else np.float64(num_steps - 1 - i)
-            dx = SECTOR_DX[sec] * length
-            dy = SECTOR_DY[sec] * length
-            plans[k, i, 0] = dx
-            plans[k, i, 1] = dy
-            plans[k, i, 2] = 0.0
-            x, y, a = apply_move(x, y, a, sc, as_payload(dx), as_payload(dy), 0.0, width, height)
-        dx = round1((tx - x) / sc)
-        dy = round1((ty - y) / sc)
-        dth = round1(turn_toward(a, target_ang[b]))
-        plans[k, n_unit, 0] = dx
-        plans[k, n_unit, 1] = dy
-        plans[k, n_unit, 2] = dth
-        x, y, a = apply_move(x, y, a, sc, as_payload(dx), as_payload(dy), as_payload(dth),
-                             width, height)
-        plan_len[k] = n_unit + 1
-        end_pose[k, 0] = x
-        end_pose[k, 1] = y
-        end_pose[k, 2] = a
+            x, y, a = _plan_move(plans, k, i, SECTOR_DX[sec] * length, SECTOR_DY[sec] * length,
+                                 0.0, x, y, a, sc, width, height)
+        _plan_remainder(plans, plan_len, end_pose, k, n_unit, x, y, a, tx, ty, target_ang[b], sc,
+                        width, height)
 
 
 @njit(cache=True)
@@ -230,24 +232,7 @@ def plan_random_split(scale, target_mid, target_ang, mid, ang, rows, seeds, num_
         for i in range(num_steps - 1):
             frac = cuts[i] - prev_cut
             prev_cut = cuts[i]
-            dx = round1(total_dx * frac)
-            dy = round1(total_dy * frac)
-            dth = round1(total_dth * frac)
-            plans[k, i, 0] = dx
-            plans[k, i, 1] = dy
-            plans[k, i, 2] = dth
-            x, y, a = apply_move(x, y, a, sc, as_payload(dx), as_payload(dy), as_payload(dth),
-                                 width, height)
-        last = num_steps - 1
-        dx = round1((tx - x) / sc)
-        dy = round1((ty - y) / sc)
-        dth = round1(turn_toward(a, target_ang[b]))
-        plans[k, last, 0] = dx
-        plans[k, last, 1] = dy
-        plans[k, last, 2] = dth
-        x, y, a = apply_move(x, y, a, sc, as_payload(dx), as_payload(dy), as_payload(dth),
-                             width, height)
-        plan_len[k] = num_steps
-        end_pose[k, 0] = x
-        end_pose[k, 1] = y
-        end_pose[k, 2] = a
+            x, y, a = _plan_move(plans, k, i, round1(total_dx * frac), round1(total_dy * frac),
+                                 round1(total_dth * frac), x, y, a, sc, width, height)
+        _plan_remainder(plans, plan_len, end_pose, k, num_steps - 1, x, y, a, tx, ty,
+                        target_ang[b], sc, width, height)

@@ -13,52 +13,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.validate import real_array
+
 __all__ = ["look_at", "frustum", "perspective", "perspective_fov_y", "pinhole",
            "project"]
-
-
-def _vec3(value, name: str) -> np.ndarray:
-    arr = np.asarray(value, dtype=np.float64) if _is_real(value) else None
-    if arr is None or arr.ndim < 1 or arr.shape[-1] != 3:
-        raise ValueError(f"{name}: expected real 3-vectors of shape (..., 3), got {_describe(value)}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name}: values must be finite")
-    return arr
-
-
-def _scalar(value, name: str, positive: bool = True) -> np.ndarray:
-    arr = np.asarray(value, dtype=np.float64) if _is_real(value) else None
-    if arr is None:
-        raise ValueError(f"{name}: expected a real number or array, got {_describe(value)}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name}: values must be finite")
-    if positive and (arr <= 0).any():
-        raise ValueError(f"{name}: values must be > 0")
-    return arr
-
-
-def _is_real(value) -> bool:
-    try:
-        kind = np.asarray(value).dtype.kind
-    except (TypeError, ValueError):
-        return False
-    return kind in "iuf"
-
-
-def _describe(value) -> str:
-    try:
-        arr = np.asarray(value)
-        return f"dtype {arr.dtype}, shape {arr.shape}"
-    except (TypeError, ValueError):
-        return type(value).__name__
 
 
 def look_at(eye, target, up=(0.0, 1.0, 0.0)) -> np.ndarray:
     """World-to-camera matrix of a camera at ``eye`` looking at ``target`` with ``up`` roughly
     up. ValueError if eye == target or up is parallel to the viewing direction."""
-    eye = _vec3(eye, "eye")
-    target = _vec3(target, "target")
-    up = _vec3(up, "up")
+    eye = real_array("eye", eye, (3,))
+    target = real_array("target", target, (3,))
+    up = real_array("up", up, (3,))
     eye, target, up = np.broadcast_arrays(eye, target, up)
     forward = target - eye
     norm = np.linalg.norm(forward, axis=-1, keepdims=True)
@@ -85,12 +51,12 @@ def look_at(eye, target, up=(0.0, 1.0, 0.0)) -> np.ndarray:
 def frustum(left, right, bottom, top, near, far) -> np.ndarray:
     """OpenGL's glFrustum: the near-plane rectangle [left, right] x [bottom, top] (camera
     units at distance ``near``) maps to the viewport."""
-    near = _scalar(near, "near")
-    far = _scalar(far, "far")
+    near = real_array("near", near, positive=True)
+    far = real_array("far", far, positive=True)
     if (far <= near).any():
         raise ValueError("far: must be greater than near")
-    left, right = _scalar(left, "left", False), _scalar(right, "right", False)
-    bottom, top = _scalar(bottom, "bottom", False), _scalar(top, "top", False)
+    left, right = real_array("left", left), real_array("right", right)
+    bottom, top = real_array("bottom", bottom), real_array("top", top)
     if (right <= left).any():
         raise ValueError("right: must be greater than left")
     if (top <= bottom).any():
@@ -107,38 +73,38 @@ def frustum(left, right, bottom, top, near, far) -> np.ndarray:
     return out
 
 
+def _symmetric(field: str, fov_deg, aspect, near, far, horizontal: bool) -> np.ndarray:
+    """Symmetric perspective from a field of view (degrees, in (0, 180)) across the image
+    (``horizontal``) or down it, and the aspect ratio width / height."""
+    fov = real_array(field, fov_deg, positive=True)
+    if (fov >= 180).any():
+        raise ValueError(f"{field}: must be < 180")
+    aspect = real_array("aspect", aspect, positive=True)
+    near = real_array("near", near, positive=True)
+    half = near * np.tan(np.radians(fov) / 2)
+    half_w, half_h = (half, half / aspect) if horizontal else (half * aspect, half)
+    return frustum(-half_w, half_w, -half_h, half_h, near, far)
+
+
 def perspective(fov_x_deg, aspect, near, far) -> np.ndarray:
     """Symmetric perspective from the *horizontal* field of view (degrees, in (0, 180)) and the
     aspect ratio width / height; the vertical field of view follows from the aspect."""
-    fov = _scalar(fov_x_deg, "fov_x_deg")
-    if (fov >= 180).any():
-        raise ValueError("fov_x_deg: must be < 180")
-    aspect = _scalar(aspect, "aspect")
-    near = _scalar(near, "near")
-    half_w = near * np.tan(np.radians(fov) / 2)
-    half_h = half_w / aspect
-    return frustum(-half_w, half_w, -half_h, half_h, near, far)
+    return _symmetric("fov_x_deg", fov_x_deg, aspect, near, far, True)
 
 
 def perspective_fov_y(fov_y_deg, aspect, near, far) -> np.ndarray:
     """Symmetric perspective from the *vertical* field of view (degrees), as MuJoCo's fovy."""
-    fov = _scalar(fov_y_deg, "fov_y_deg")
-    if (fov >= 180).any():
-        raise ValueError("fov_y_deg: must be < 180")
-    aspect = _scalar(aspect, "aspect")
-    near = _scalar(near, "near")
-    half_h = near * np.tan(np.radians(fov) / 2)
-    half_w = half_h * aspect
-    return frustum(-half_w, half_w, -half_h, half_h, near, far)
+    return _symmetric("fov_y_deg", fov_y_deg, aspect, near, far, False)
 
 
 def pinhole(fx, fy, cx, cy, width, height, near, far) -> np.ndarray:
     """Projection of a pinhole camera with focal lengths (fx, fy) and principal point (cx, cy)
     in pixels of a width x height image (image y down, camera looking down -z)."""
-    fx, fy = _scalar(fx, "fx"), _scalar(fy, "fy")
-    cx, cy = _scalar(cx, "cx", False), _scalar(cy, "cy", False)
-    width, height = _scalar(width, "width"), _scalar(height, "height")
-    near = _scalar(near, "near")
+    fx, fy = real_array("fx", fx, positive=True), real_array("fy", fy, positive=True)
+    cx, cy = real_array("cx", cx), real_array("cy", cy)
+    width = real_array("width", width, positive=True)
+    height = real_array("height", height, positive=True)
+    near = real_array("near", near, positive=True)
     # Pixel x = cx + fx * X / -Z; the near-plane rectangle follows.
     left = -cx * near / fx
     right = (width - cx) * near / fx
@@ -151,12 +117,10 @@ def project(points, view_proj, width, height):
     """Pixel coordinates (x right, y down, continuous) and NDC depth of world ``points``
     (..., 3) under ``view_proj`` (4, 4) for a width x height viewport. Points behind the camera
     (w <= 0) come back as NaN."""
-    pts = _vec3(points, "points")
-    vp = np.asarray(view_proj, dtype=np.float64) if _is_real(view_proj) else None
-    if vp is None or vp.shape[-2:] != (4, 4):
-        raise ValueError(f"view_proj: expected a (..., 4, 4) matrix, got {_describe(view_proj)}")
-    width = _scalar(width, "width")
-    height = _scalar(height, "height")
+    pts = real_array("points", points, (3,))
+    vp = real_array("view_proj", view_proj, (4, 4), finite=False)
+    width = real_array("width", width, positive=True)
+    height = real_array("height", height, positive=True)
     hom = np.concatenate([pts, np.ones(pts.shape[:-1] + (1,))], axis=-1)
     clip = np.einsum("...ij,...j->...i", vp, hom)
     w = clip[..., 3]

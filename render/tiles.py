@@ -13,13 +13,30 @@ def _frames_arg(frames):
     return frames
 
 
+def _below(values, bound) -> bool:
+    """Every entry of the 1-D int64/int32 array ``values`` lies in [0, bound)."""
+    if values.size <= 16:  # Python's min/max beat NumPy's reductions on a few entries
+        items = values.tolist()
+        return not items or (min(items) >= 0 and max(items) < bound)
+    # Negative entries wrap to huge unsigned values, so one reduction checks both ends.
+    unsigned = np.uint64 if values.dtype == np.int64 else np.uint32
+    return int(np.maximum.reduce(values.view(unsigned))) < bound
+
+
 def _idx_arg(idx, batch):
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     if idx.ndim != 1:
         raise ValueError("idx: expected a 1-D array of frame indices")
-    if idx.size and (idx.min() < 0 or idx.max() >= batch):
+    if not _below(idx, batch):
         raise ValueError(f"idx: frame indices must be in [0, {batch})")
     return idx
+
+
+def _per_tile(values, name: str, idx):
+    values = np.ascontiguousarray(values, dtype=np.int32)
+    if values.shape != idx.shape:
+        raise ValueError(f"{name}: expected shape {idx.shape}, got {values.shape}")
+    return values
 
 
 def _tiles_arg(tiles):
@@ -34,11 +51,10 @@ def blit_tiles(frames, idx, tiles, tile_ids, x, y) -> None:
     _frames_arg(frames)
     _tiles_arg(tiles)
     idx = _idx_arg(idx, frames.shape[0])
-    arrays = [np.ascontiguousarray(a, dtype=np.int32) for a in (tile_ids, x, y)]
-    for name, a in zip(("tile_ids", "x", "y"), arrays):
-        if a.shape != idx.shape:
-            raise ValueError(f"{name}: expected shape {idx.shape}, got {a.shape}")
-    _tiles.blit_tiles(frames, idx, tiles, *arrays)
+    tile_ids = _per_tile(tile_ids, "tile_ids", idx)
+    if not _below(tile_ids, tiles.shape[0]):
+        raise ValueError(f"tile_ids: tile indices must be in [0, {tiles.shape[0]})")
+    _tiles.blit_tiles(frames, idx, tiles, tile_ids, _per_tile(x, "x", idx), _per_tile(y, "y", idx))
 
 
 def blit_tilemaps(frames, idx, tiles, tilemaps) -> None:

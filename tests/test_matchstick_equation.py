@@ -9,6 +9,7 @@ from contract_checks import assert_frames_equal_a_full_redraw
 from visgym.envs.matchstick_equation import (ADD_TO, BOX_H, GAP, GLYPH_SEGMENTS, PITCH,
                                              REMOVE_TO, SYMBOLS, MatchstickEquation)
 from visgym.kernels import segment_equations as seq
+from visgym.kernels.expressions import equation_correct
 
 STOP = "('stop', 'stop')"
 UNDO = "('undo', 'undo')"
@@ -19,7 +20,7 @@ def _codes(text):
 
 
 def _correct(text):
-    return bool(seq.equation_correct(_codes(text), len(text)))
+    return bool(equation_correct(_codes(text), len(text)))
 
 
 def _env(equation, difficulty="easy", **kwargs):
@@ -238,8 +239,8 @@ def test_matches_are_conserved_by_every_legal_move():
     for _ in range(30):
         actions = []
         for k in range(64):
-            moves = seq._neighbours(env.state.hist[k, env.state.depth[k]].astype(np.int64),
-                                    int(env.state.length[k]), REMOVE_TO, ADD_TO)
+            moves = seq.neighbours(env.state.hist[k, env.state.depth[k]].astype(np.int64),
+                                   int(env.state.length[k]), REMOVE_TO, ADD_TO)
             if rng.random() < 0.3 or len(moves) == 0:
                 actions.append(UNDO)
             else:

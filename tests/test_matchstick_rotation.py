@@ -9,6 +9,7 @@ import pytest
 
 import visgym
 from contract_checks import assert_frames_equal_a_full_redraw
+from visgym.core.family import copy_state
 from visgym.core.rollout import run_plans
 from visgym.envs.matchstick_rotation import AXES_BOX, MatchstickRotationParams
 
@@ -369,6 +370,19 @@ def test_goal_state_is_where_the_default_solver_ends():
         env.step([p[t] for p in plans])
     np.testing.assert_array_equal(env.frames, goal)
     assert env.success().all()
+
+
+def test_stepping_a_plan_reaches_the_goal_pose_exactly():
+    """The planners simulate the float64 payloads the parser stores, so the goal pose is the
+    stepped pose to the last bit."""
+    env = _env(EASY, 64)
+    env.reset(seeds=range(64))
+    goal = env.family.goal_state(copy_state(env.state))
+    plans = env.solve()
+    for t in range(len(plans[0]) - 1):
+        env.step([p[t] for p in plans])
+    np.testing.assert_array_equal(env.state.mid, goal.mid)
+    np.testing.assert_array_equal(env.state.ang, goal.ang)
 
 
 # ---------------------------------------------------------------------------- validation

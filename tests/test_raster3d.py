@@ -452,6 +452,14 @@ def test_bad_arguments_raise_value_error_naming_them():
         camera.perspective(180, 1.0, 0.1, 10)
     with pytest.raises(ValueError, match="far"):
         camera.perspective(60, 1.0, 1.0, 0.5)
+    for call, match in [(lambda: camera.look_at((0, 0), (0, 0, 1)), r"eye: expected shape"),
+                        (lambda: camera.look_at((0, 0, "x"), (0, 0, 1)), "eye: expected real"),
+                        (lambda: camera.look_at((0, 0, 0), [[0, 0], [1]]), "target: expected"),
+                        (lambda: camera.perspective_fov_y(True, 1.0, .1, 9), "fov_y_deg"),
+                        (lambda: camera.pinhole(1, 1, 0, 0, 10, np.inf, .1, 9), "height: expected"),
+                        (lambda: camera.project((0, 0, 0), np.eye(3), 4, 4), "view_proj")]:
+        with pytest.raises(ValueError, match=match):
+            call()
     with pytest.raises(ValueError, match="n_lat"):
         raster3d.uv_sphere(1.0, 1, 8)
     with pytest.raises(ValueError, match="textures"):

@@ -64,3 +64,18 @@ def test_bad_arguments_name_the_argument():
         T.blit_tilemaps(frames, [0], atlas[..., :2], np.zeros((1, 2, 2), np.int32))
     with pytest.raises(ValueError, match="tilemaps"):
         T.blit_tilemaps(frames, [0], atlas, np.zeros((2, 2, 2), np.int32))
+
+
+@pytest.mark.parametrize("n", [2, 40])  # the few-entry and the NumPy paths of the range check
+def test_out_of_range_indices_raise_before_drawing(n):
+    atlas = _atlas(np.random.default_rng(2))
+    frames = np.zeros((2, 10, 10, 3), np.uint8)
+    ok = np.zeros(n, np.int64)
+    for idx, ids, name in [(ok - 1, ok, "idx"), (ok + 2, ok, "idx"), (ok, ok - 1, "tile_ids"),
+                           (ok, ok + len(atlas), "tile_ids")]:
+        idx, ids = idx.copy(), ids.copy()
+        idx[1:] = ok[1:]  # only the first entry is bad
+        ids[1:] = ok[1:]
+        with pytest.raises(ValueError, match=name):
+            T.blit_tiles(frames, idx, atlas, ids.astype(np.int32), ok, ok)
+    assert not frames.any()
