@@ -34,6 +34,8 @@ Deviations from the reference, on purpose:
   ``state_dicts()`` writes string ids and lists, the JSON form, which reloads identically. The
   live board is rebuilt from ``current_blocks`` (quirk 4: the reference rebuilt it from
   ``original_blocks``; the two are equal in every state the reference records right after a reset).
+  Mid-episode, ``state_dicts()`` also holds ``moves`` (the reference's move counter, which its
+  init states lack), so a reloaded episode continues with every state array equal.
 - The solver keeps the whole last (move, reverse) pair when padding an already solved episode to
   an odd ``num_steps`` (quirk 5: the reference cut the reverse off and the plan failed). Its
   padding draws from a stream of the episode's own seed, so solving never changes later episodes.
@@ -513,29 +515,37 @@ class SlidingBlock(Family):
         state.board[rows] = self.classic_board
         state.moves[rows] = 0
         state.last_block[rows] = 0
+        state.last_dir[rows] = 0
 
     def load_rows(self, state, rows, init_states) -> None:
         layouts = []
         for k, init in enumerate(init_states):
             where = f"init_states[{k}]"
             mapping(where, init, BLOCK_FIELDS)
-            layouts.append({key: _parse_layout(init[key], f"{where}.{key}")
-                            for key in BLOCK_FIELDS})
+            parsed = {key: _parse_layout(init[key], f"{where}.{key}") for key in BLOCK_FIELDS}
+            # Our own extra field (the reference's init states have none): moves made so far.
+            parsed["moves"] = integer(f"{where}.moves", init.get("moves", 0), 0, 2**31 - 1)
+            layouts.append(parsed)
         # Validate everything before writing anything.
         for b, parsed in zip(rows, layouts):
             state.original_pos[b] = parsed["original_blocks"]
             state.target_pos[b] = parsed["target_blocks"]
             state.pos[b] = parsed["current_blocks"]
             fill_board(parsed["current_blocks"], BLOCK_SIZE, state.board[b])
-            state.moves[b] = 0
+            state.moves[b] = parsed["moves"]
             state.last_block[b] = 0
+            state.last_dir[b] = 0
 
     def to_init_state(self, state, i: int) -> dict:
-        return {
+        out = {
             "original_blocks": _layout_dict(state.original_pos[i]),
             "target_blocks": _layout_dict(state.target_pos[i]),
             "current_blocks": _layout_dict(state.pos[i]),
         }
+        if state.moves[i]:
+            # Mid-episode only, so a fresh episode's dict is exactly the reference's.
+            out["moves"] = int(state.moves[i])
+        return out
 
     def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
         step_slides(state.board, state.pos, BLOCK_SIZE, state.moves, state.last_block,

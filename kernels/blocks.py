@@ -188,6 +188,7 @@ def step_slides(board, pos, size, moves, last_block, last_dir, ints, rows, fail_
     """
     for b in range(pos.shape[0]):
         last_block[b] = 0
+        last_dir[b] = 0
         if not rows[b]:
             continue
         block = ints[b, 0]

@@ -143,9 +143,6 @@ def test_state_dicts_survive_json_and_rebuild_the_episodes(env_id):
 _HIDDEN_STATE_BUGS = {
     "fetch_pick_and_place": "envs/fetch_reach.py: object_start (where a diverged simulation "
     "restarts the cube) is not in to_init_state; load_rows sets it to the current object_pos",
-    "sliding_block": "envs/sliding_block.py: the successful-move counter `moves` is not in "
-    "to_init_state (load_rows sets it to 0), and a step that moves no block leaves a stale "
-    "`last_dir` (load_rows does not reset it either), so reloaded states differ",
 }
 
 
