@@ -463,6 +463,7 @@ class SlidingBlock(Family):
     feedback_texts = _refusal_texts()
     has_text_mode = True
     solver_strategies = ("bfs",)
+    version = 2   # 2: mid-episode state dicts carry the move counter
 
     def __init__(self, params: SlidingBlockParams):
         super().__init__(params)
