@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SOURCES := $(wildcard pyproject.toml setup.py render/*.pyx)
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install bench clean chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,20 @@ demo: $(STAMP)
 	rm -rf results/demo
 	$(PY) -m visgym.bridges.cli eval --split all --episodes 10 --gifs 2 --out results/demo
 
-test: $(STAMP)
+# The HTML report's browser tests (tests/test_html_report.py) need a headless Chromium: the
+# distribution's package is installed when no Chromium is on PATH (Debian/Ubuntu: `chromium`,
+# as root or through passwordless sudo). Where that cannot be done the tests skip, naming the
+# package, except under CI, where they fail.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1; then \
+	    if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+	    echo "make: installing the chromium package for the HTML report tests"; \
+	    { $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; } \
+	      || echo "make: could not install chromium; the HTML report's browser tests will skip (fail under CI)"; \
+	  else echo "make: no apt-get here; install Chromium for the HTML report's browser tests"; fi; }
+
+test: $(STAMP) chromium
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -296,9 +296,15 @@ def main(argv=None) -> int:
     ex.add_argument("--dataset", default=None)
     ex.add_argument("--out", required=True)
     ex.set_defaults(func=cmd_demos_export)
-    rep = sub.add_parser("report", help="rebuild summaries; compare several runs")
-    rep.add_argument("dirs", nargs="+")
-    rep.set_defaults(func=cmd_report)
+    rep = sub.add_parser("report", help="rebuild summaries and HTML reports (DIR/report/); "
+                         "compare several runs (comparison.md/.csv/.png/.html)")
+    rep.add_argument("dirs", nargs="+", metavar="DIR", help="visgym eval run directories")
+    rep.add_argument("--out", default=None, metavar="OUT", help="folder for the comparison "
+                     "files (default: the folder holding the first DIR)")
+    rep.add_argument("--no-html", action="store_true", help="no HTML reports")
+    # main_report parses its own options: hand them on, the directories after a "--".
+    rep.set_defaults(func=lambda a: cmd_report(argparse.Namespace(
+        dirs=["--out", a.out] * (a.out is not None) + ["--no-html"] * a.no_html + ["--", *a.dirs])))
     gif = sub.add_parser("gifs", help="solve a few episodes of any env ids and write their GIFs "
                          "(a quick look at a family; no evaluation split needed)")
     gif.add_argument("--envs", default="maze_2d/easy,maze_2d/hard",

@@ -1,11 +1,20 @@
 """Episode GIFs for evaluation runs (agent_loop.md section 8.3): each observation the model saw
-is shown above a white caption band holding that step's lines (step number, action, feedback,
-reply, ...), word-wrapped and drawn with the package's glyph-atlas text, and the frames are
-written as one looping GIF with a long hold on the first and last frame. GIFs are a debugging
-aid, so a failure to build one is logged and never interrupts the evaluation.
+is shown above a white caption band holding that step's lines (step number, parsed action,
+feedback and an excerpt of the model's raw reply: ``episode_captions``), word-wrapped and drawn
+with the package's glyph-atlas text, and the frames are written as one looping GIF with a long
+hold on the first and last frame. GIFs are a debugging aid, so a failure to build one is logged
+and never interrupts the evaluation.
+
+Encoding: each captioned frame gets its own palette, exact when the frame has at most 256
+colours (most 2-D puzzles with their caption) and Pillow's fast octree otherwise (3-D renders;
+mean error about 1-2 levels of 255), instead of Pillow's default median cut, which was ~90 % of
+the cost of a GIF (about 4x faster overall). The GIF's comment records where each frame's
+observation ends and its caption band begins, so ``read_gif_frames`` (the HTML report) can give
+back the observations without their captions.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 
@@ -13,7 +22,8 @@ import numpy as np
 
 from .files import atomic_file
 
-__all__ = ["caption_frames", "write_episode_gif", "truncate_text", "wrap_text"]
+__all__ = ["caption_frames", "episode_captions", "read_gif_frames", "reply_excerpt",
+           "write_episode_gif", "truncate_text", "wrap_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +34,11 @@ PAD_PX = 12  # caption padding left, right, above and below
 LINE_GAP_PX = 8
 MAX_TEXT_CHARS = 400
 MIN_FRAME_MS = 20  # browsers treat shorter GIF delays as "default speed" (about 100 ms)
+# The raw reply in a caption: at most this many characters, and at most this many wrapped lines
+# (a reasoning model's reply runs to thousands of characters; the HTML report has all of it).
+REPLY_EXCERPT_CHARS = 240
+REPLY_MAX_LINES = 4
+GIF_COMMENT_PREFIX = b"visgym-gif "
 
 _WHITE = 255
 _TEXT = (0, 0, 0)
@@ -81,10 +96,60 @@ def wrap_text(text: str, max_width_px: int, atlas) -> list[str]:
     return lines
 
 
-def _clean(line) -> str:
+def _clean(line, limit: int = MAX_TEXT_CHARS) -> str:
     text = str(line).translate(_ASCII_LOOKALIKES)
     # Newlines and tabs would be drawn as '?': a caption line is one paragraph.
-    return truncate_text(" ".join(text.split()))
+    return truncate_text(" ".join(text.split()), limit)
+
+
+def _cap_lines(lines: list[str], max_lines: int, max_width_px: int, atlas) -> list[str]:
+    """At most ``max_lines`` wrapped lines; when some are dropped, the last kept line ends in
+    "..." (shortened, at a word boundary where one is near, until it fits the width)."""
+    from ..render.text import text_size
+
+    if len(lines) <= max_lines:
+        return lines
+    kept = lines[:max_lines]
+    last = kept[-1]
+    while last and text_size(last + "...", atlas)[0] > max_width_px:
+        space = last.rfind(" ")
+        last = last[:space] if space >= 0.8 * len(last) else last[:-1]
+    kept[-1] = last.rstrip() + "..."
+    return kept
+
+
+def reply_excerpt(reply, flag=None) -> str:
+    """The caption line for a raw model reply: ``reply: <text>`` (``reply (<flag>): ...`` for
+    an empty, refused, over-long or error-placeholder reply), flattened to one paragraph and cut
+    to ``REPLY_EXCERPT_CHARS`` characters with "..."; ``caption_frames`` also caps it at
+    ``REPLY_MAX_LINES`` wrapped lines when it is given as ``(line, REPLY_MAX_LINES)``."""
+    head = f"reply ({flag})" if flag else "reply"
+    text = "" if reply is None else str(reply)
+    if not text.strip():
+        return f"{head}: (empty)"
+    return f"{head}: " + _clean(text, REPLY_EXCERPT_CHARS)
+
+
+def episode_captions(record: dict) -> list[list]:
+    """The caption lines of an evaluation episode's GIF, from its episodes.jsonl record: for
+    step k (the frame the model saw before acting) ``step k``, the parsed action, the feedback
+    and the reply excerpt (at most ``REPLY_MAX_LINES`` lines); then one caption for the final
+    state (steps taken, reward, why the episode ended)."""
+    captions: list[list] = []
+    for entry in record.get("steps_log") or []:
+        action = entry.get("action")
+        captions.append([
+            f"step {entry.get('step')}",
+            f"action: {action if action not in (None, '') else '(none parsed)'}",
+            f"feedback: {entry.get('feedback')}",
+            (reply_excerpt(entry.get("reply"), entry.get("reply_flag")), REPLY_MAX_LINES),
+        ])
+    reward = record.get("reward")
+    reward_text = f"{reward:.3f}" if isinstance(reward, (int, float)) else str(reward)
+    end = f" ({record['end_reason']})" if record.get("end_reason") else ""
+    captions.append([f"final state after {record.get('steps', len(captions))} steps",
+                     f"reward={reward_text}{end}"])
+    return captions
 
 
 def _as_rgb(frame, i: int) -> np.ndarray:
@@ -128,10 +193,16 @@ def caption_frames(frames: list[np.ndarray], captions: list[list[str]],
 
     ``width_px`` defaults to the widest frame, but at least 336 and at most 1024 px. Every
     caption line is flattened to one paragraph, cut to 400 characters and word-wrapped to the
-    width minus 2 x 12 px; lines are black 14 px text 8 px apart with 12 px above and below.
-    Raises ValueError for frames that are not uint8 RGB images or a caption list of another
-    length.
+    width minus 2 x 12 px; a line given as ``(text, max_lines)`` keeps at most ``max_lines``
+    wrapped lines, the last ending in "...". Lines are black 14 px text 8 px apart with 12 px
+    above and below. Raises ValueError for frames that are not uint8 RGB images or a caption
+    list of another length.
     """
+    return _caption_frames(frames, captions, width_px)[0]
+
+
+def _caption_frames(frames, captions, width_px=None) -> tuple[list[np.ndarray], list[int]]:
+    """caption_frames plus each frame's observation height (where its caption band begins)."""
     from ..render import text
 
     frames = list(frames)
@@ -140,7 +211,7 @@ def caption_frames(frames: list[np.ndarray], captions: list[list[str]],
         raise ValueError(f"need one caption list per frame, got {len(frames)} frames and "
                          f"{len(captions)} captions")
     if not frames:
-        return []
+        return [], []
     images = [_as_rgb(f, i) for i, f in enumerate(frames)]
     if width_px is None:
         width_px = min(MAX_WIDTH_PX, max(MIN_WIDTH_PX, max(im.shape[1] for im in images)))
@@ -155,7 +226,13 @@ def caption_frames(frames: list[np.ndarray], captions: list[list[str]],
         lines = [cap] if isinstance(cap, str) else list(cap or [])
         out: list[str] = []
         for line in lines:
-            out.extend(wrap_text(_clean(line), width_px - 2 * PAD_PX, atlas))
+            max_lines = None
+            if isinstance(line, tuple):
+                line, max_lines = line
+            pieces = wrap_text(_clean(line), width_px - 2 * PAD_PX, atlas)
+            if max_lines is not None:
+                pieces = _cap_lines(pieces, max(1, int(max_lines)), width_px - 2 * PAD_PX, atlas)
+            out.extend(pieces)
         wrapped.append(out)
 
     pitch = atlas.line_height + LINE_GAP_PX
@@ -176,7 +253,7 @@ def caption_frames(frames: list[np.ndarray], captions: list[list[str]],
         # One draw call for every line of every frame.
         text.draw_text(canvas, np.array(idx, np.int64), texts, PAD_PX, np.array(ys, np.int64),
                        _TEXT, atlas)
-    return list(canvas)
+    return list(canvas), [int(im.shape[0]) for im in images]
 
 
 def _durations(count: int, ms_per_frame: int, start_hold_ms: int, end_hold_ms: int) -> list[int]:
@@ -187,27 +264,78 @@ def _durations(count: int, ms_per_frame: int, start_hold_ms: int, end_hold_ms: i
     return [max(MIN_FRAME_MS, d) for d in durations]
 
 
+def _to_palette(frame: np.ndarray):
+    """One captioned frame as a palette image: exact when it has at most 256 colours, else
+    Pillow's fast octree without dithering (far cheaper than the median cut Pillow applies to
+    RGB frames by default, at a mean error of 1-2 levels)."""
+    from PIL import Image
+
+    im = Image.fromarray(frame)
+    colours = im.getcolors(256)
+    if colours is None:
+        return im.quantize(colors=256, method=Image.Quantize.FASTOCTREE,
+                           dither=Image.Dither.NONE)
+    # Pillow's own mapping onto a given palette goes through a reduced-precision cache, so the
+    # exact lookup is done here: colours packed into 24-bit keys, each pixel's key looked up.
+    rgb = np.array([c[:3] for _, c in colours], np.uint32)
+    keys = np.sort((rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2])
+    pixels = ((frame[..., 0].astype(np.uint32) << 16) | (frame[..., 1].astype(np.uint32) << 8)
+              | frame[..., 2])
+    out = Image.fromarray(np.searchsorted(keys, pixels).astype(np.uint8), "P")
+    palette = np.stack([keys >> 16, (keys >> 8) & 255, keys & 255], axis=1).astype(np.uint8)
+    out.putpalette(palette.tobytes())
+    return out
+
+
 def write_episode_gif(path, frames: list[np.ndarray], captions: list[list[str]],
                       ms_per_frame: int = 800, start_hold_ms: int = 2500,
                       end_hold_ms: int = 2000) -> None:
     """Write the captioned episode to ``path`` as an infinitely looping GIF (first frame held
     ``start_hold_ms``, last ``end_hold_ms``, the rest ``ms_per_frame``; at least 20 ms each),
-    atomically through a temp file. Never raises: any failure is logged as a warning, because
-    a missing GIF must not cost the episode it illustrates. Pillow merges consecutive frames
-    that are pixel-identical into one (summing their durations); captions carry the step
-    number, so in practice every step keeps its own frame."""
+    atomically through a temp file (mode 0644 minus the umask). Never raises: any failure is
+    logged as a warning, because a missing GIF must not cost the episode it illustrates. Pillow
+    merges consecutive frames that are pixel-identical into one (summing their durations);
+    captions carry the step number, so in practice every step keeps its own frame. The GIF
+    comment holds ``visgym-gif {"image_heights": [...]}``, each frame's observation height."""
     try:
-        from PIL import Image
-
         path = os.fspath(path)
-        captioned = caption_frames(frames, captions)
+        captioned, heights = _caption_frames(frames, captions)
         if not captioned:
             logger.warning("GIF %s not written: the episode has no frames", path)
             return
         durations = _durations(len(captioned), ms_per_frame, start_hold_ms, end_hold_ms)
-        images = [Image.fromarray(f) for f in captioned]
+        images = [_to_palette(f) for f in captioned]
+        comment = GIF_COMMENT_PREFIX + json.dumps({"image_heights": heights},
+                                                  separators=(",", ":")).encode("ascii")
         with atomic_file(path) as fh:
             images[0].save(fh, format="GIF", save_all=True, append_images=images[1:],
-                           duration=durations, loop=0, disposal=2, optimize=True)
+                           duration=durations, loop=0, disposal=2, optimize=True,
+                           comment=comment)
     except Exception as exc:  # noqa: BLE001 - documented: GIF failures are logged, not raised
         logger.warning("could not write episode GIF %s: %s: %s", path, type(exc).__name__, exc)
+
+
+def read_gif_frames(path, crop_captions: bool = True) -> list[np.ndarray]:
+    """The frames of a GIF as RGB uint8 arrays, in order. For a GIF written by
+    ``write_episode_gif`` (its comment records the observation heights) and ``crop_captions``,
+    each frame is cut to its observation, without the caption band; any other GIF's frames are
+    returned whole. Raises OSError/ValueError for a file that is not a readable GIF."""
+    from PIL import Image
+
+    with Image.open(os.fspath(path)) as im:
+        heights = None
+        comment = im.info.get("comment")
+        if crop_captions and isinstance(comment, bytes) and comment.startswith(GIF_COMMENT_PREFIX):
+            try:
+                meta = json.loads(comment[len(GIF_COMMENT_PREFIX):].decode("ascii"))
+                heights = [int(h) for h in meta["image_heights"]]
+            except (ValueError, KeyError, TypeError):
+                heights = None
+        frames = []
+        for k in range(getattr(im, "n_frames", 1)):
+            im.seek(k)
+            frame = np.asarray(im.convert("RGB"))
+            if heights is not None and k < len(heights) and 0 < heights[k] <= frame.shape[0]:
+                frame = frame[: heights[k]]
+            frames.append(frame)
+    return frames

@@ -205,13 +205,16 @@ RUN_INFO = {"model": "qwen3-vl-8b", "agent": "openai", "split": "easy,hard",
             "tasks": ["maze_2d", "jigsaw"], "started": "t0", "finished": "t1"}
 
 
-def test_write_summary_writes_three_files(tmp_path):
+def test_write_summary_writes_three_files_and_the_html_report(tmp_path):
     run = write_run(tmp_path / "run_a", synthetic_records(), RUN_INFO)
-    paths = report.write_summary(run)
+    paths = report.write_summary(run, html=False)
     assert set(paths) == {"md", "csv", "png"}
     for p in paths.values():
         assert os.path.isfile(p) and os.path.dirname(p) == str(run)
+    assert not os.path.exists(run / "report")
     assert not [f for f in os.listdir(run) if f.endswith(".tmp")]  # no temp files left behind
+    paths = report.write_summary(run)   # what visgym eval calls at the end of a run
+    assert paths["html"] == str(run / "report" / "index.html") and os.path.isfile(paths["html"])
 
 
 def test_summary_markdown_has_run_header_and_percent_table(tmp_path):
@@ -294,20 +297,20 @@ def test_main_report_prints_summary_of_one_dir(tmp_path, capsys):
 
 def test_main_report_compares_several_dirs(tmp_path, capsys):
     a = write_run(tmp_path / "run_a", synthetic_records(), RUN_INFO)
-    b = write_run(tmp_path / "run_b", synthetic_records())
+    b = write_run(tmp_path / "run_b", synthetic_records(), {"agent": "solver"})
     assert report.main_report([str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert "run_a (qwen3-vl-8b)" in out and "| run_b |" in out
     assert os.path.isfile(b / "summary.md")
 
 
-def test_main_report_exits_2_for_a_missing_dir(tmp_path, capsys):
-    a = write_run(tmp_path / "run_a", synthetic_records())
-    assert report.main_report([str(a), str(tmp_path / "missing")]) == 2
-    assert "no such run directory" in capsys.readouterr().err
+def test_main_report_exits_2_when_no_dir_is_a_run(tmp_path, capsys):
+    assert report.main_report([str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert "no such run directory" in err and "no complete run directory" in err
     os.makedirs(tmp_path / "not_a_run")
     assert report.main_report([str(tmp_path / "not_a_run")]) == 2
-    assert "episodes.jsonl" in capsys.readouterr().err
+    assert "run.json" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------
@@ -402,3 +405,229 @@ def test_gif_with_mismatched_captions_logs_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="visgym.bridges.gifs"):
         gifs.write_episode_gif(tmp_path / "bad.gif", [obs(0)], captions_for(3))
     assert "caption" in caplog.text
+
+
+def test_caption_tuple_caps_wrapped_lines_with_an_ellipsis():
+    reply = ("reply: " + "the blue circle should go left then down " * 40, 4)
+    (frame,) = gifs.caption_frames([obs(0)], [["step 0", reply]])
+    (free,) = gifs.caption_frames([obs(0)], [["step 0", reply[0]]])
+    from visgym.render.text import glyph_atlas
+
+    pitch = glyph_atlas(gifs.FONT_SIZE).line_height + gifs.LINE_GAP_PX
+    image_h = 336
+    assert frame.shape[0] == image_h + 2 * gifs.PAD_PX + 5 * pitch - gifs.LINE_GAP_PX
+    assert free.shape[0] > frame.shape[0]  # without the cap the reply runs on
+
+
+# ---------------------------------------------------------------------------------------------
+# GIF captions with the model's reply (agent_loop.md 8.3: the reference's frames show it)
+
+def eval_record(n_steps=3, reply="I see the target to the left. ('move', 2)", **step_extra):
+    log = [dict({"step": k, "prompt": f"This is step {k + 1}.", "reply": reply,
+                 "reply_flag": None, "action": "('move', 2)",
+                 "feedback": "Action executed successfully.", "reward": 0.0}, **step_extra)
+           for k in range(n_steps)]
+    return episode("maze_2d", "easy", 0, True, steps=n_steps, steps_log=log)
+
+
+def test_episode_captions_show_step_action_feedback_and_reply():
+    caps = gifs.episode_captions(eval_record())
+    assert len(caps) == 4   # one per step, then the final state
+    step1 = caps[1]
+    assert step1[0] == "step 1"
+    assert step1[1] == "action: ('move', 2)"
+    assert step1[2] == "feedback: Action executed successfully."
+    reply_line, max_lines = step1[3]
+    assert reply_line == "reply: I see the target to the left. ('move', 2)"
+    assert max_lines == gifs.REPLY_MAX_LINES
+    assert caps[-1][0] == "final state after 3 steps" and caps[-1][1].startswith("reward=1.000")
+
+
+def test_reply_excerpt_is_bounded_flattened_and_marks_flags():
+    long_reply = "<think>\n" + "step by step, " * 500 + "</think>\n('move', 1)"
+    line = gifs.reply_excerpt(long_reply)
+    assert line.startswith("reply: <think> step by step,") and line.endswith("...")
+    assert "\n" not in line and len(line) <= len("reply: ") + gifs.REPLY_EXCERPT_CHARS
+    assert gifs.reply_excerpt("", "empty") == "reply (empty): (empty)"
+    assert gifs.reply_excerpt("Error in receiving a response after 6 trials", "error") \
+        .startswith("reply (error): Error in receiving")
+
+
+def test_gif_caption_band_holds_the_reply_and_stays_bounded(tmp_path):
+    caps = gifs.episode_captions(eval_record(1))
+    short = gifs.caption_frames([obs(0)] * 2, [c[:3] for c in caps])
+    with_reply = gifs.caption_frames([obs(0)] * 2, caps)
+    huge = gifs.caption_frames([obs(0)] * 2, gifs.episode_captions(eval_record(1, "x y " * 20000)))
+    from visgym.render.text import glyph_atlas
+
+    pitch = glyph_atlas(gifs.FONT_SIZE).line_height + gifs.LINE_GAP_PX
+    assert with_reply[0].shape[0] == short[0].shape[0] + pitch   # one more caption line
+    # However long the reply, the band grows by at most REPLY_MAX_LINES lines.
+    assert huge[0].shape[0] == short[0].shape[0] + gifs.REPLY_MAX_LINES * pitch
+    reply_area = with_reply[0][short[0].shape[0] - gifs.PAD_PX:]
+    assert (reply_area.max(axis=2) < 100).sum() > 20   # the reply line is drawn (dark pixels)
+
+
+def test_gif_pixels_are_exact_for_frames_with_few_colours(tmp_path):
+    """The fast encoder maps frames of <= 256 colours onto an exact palette (Pillow's own
+    mapping onto a palette drops low bits), and 3-D-like frames stay close."""
+    path = tmp_path / "ep.gif"
+    frames = [obs(i) for i in range(4)]
+    caps = gifs.episode_captions(eval_record(3))
+    gifs.write_episode_gif(path, frames, caps)
+    want = gifs.caption_frames(frames, caps)
+    got = gifs.read_gif_frames(path, crop_captions=False)
+    assert len(got) == 4
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    rng = np.random.default_rng(0)
+    rich = [np.clip(rng.normal(128, 40, (96, 128, 3)), 0, 255).astype(np.uint8) for _ in range(3)]
+    gifs.write_episode_gif(path, rich, captions_for(3))
+    got = gifs.read_gif_frames(path, crop_captions=False)
+    want = gifs.caption_frames(rich, captions_for(3))
+    assert np.mean([np.abs(g.astype(int) - w).mean() for g, w in zip(got, want)]) < 12
+
+
+def test_read_gif_frames_cuts_off_the_caption_bands(tmp_path):
+    path = tmp_path / "ep.gif"
+    gifs.write_episode_gif(path, [obs(i) for i in range(3)], gifs.episode_captions(eval_record(2)))
+    frames = gifs.read_gif_frames(path)
+    assert [f.shape for f in frames] == [(336, 336, 3)] * 3   # 84 px observations, upscaled 4x
+    np.testing.assert_array_equal(frames[1], np.repeat(np.repeat(obs(1), 4, 0), 4, 1))
+    # A GIF without the comment (another tool, an older visgym) comes back whole.
+    Image.fromarray(obs(0)).save(tmp_path / "plain.gif")
+    (plain,) = gifs.read_gif_frames(tmp_path / "plain.gif")
+    assert plain.shape == (84, 84, 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# comparison files and incomplete run directories
+
+def two_runs(tmp_path):
+    a = write_run(tmp_path / "run_a", synthetic_records(), RUN_INFO)
+    b = write_run(tmp_path / "run_b", [r for r in synthetic_records() if r["task"] == "maze_2d"],
+                  dict(RUN_INFO, model="gpt-x"))
+    return a, b
+
+
+def test_comparison_files_default_to_the_first_dirs_parent(tmp_path, capsys):
+    a, b = two_runs(tmp_path)
+    assert report.main_report([str(a), str(b)]) == 0
+    for name in ("comparison.md", "comparison.csv", "comparison.png", "comparison.html"):
+        assert os.path.isfile(tmp_path / name), name
+    out = capsys.readouterr().out
+    assert out == open(tmp_path / "comparison.md").read()
+    assert "| run_a (qwen3-vl-8b) | run_b (gpt-x) |" in out
+
+
+def test_comparison_csv_has_one_row_per_model_task_split(tmp_path):
+    a, b = two_runs(tmp_path)
+    paths = report.write_comparison([a, b], tmp_path / "cmp")
+    with open(paths["csv"], newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == report.COMPARISON_FIELDS
+    assert {"model", "success_rate", "ci_low", "ci_high", "mean_steps", "invalid_action_rate",
+            "error_reply_rate"} <= set(rows[0])
+    keys = [(r["model"], r["task"], r["split"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    # run_a: 2 tasks x 2 splits + 2 ALL rows; run_b: maze_2d x 2 splits + 2 ALL rows.
+    assert len(rows) == 6 + 4
+    got = next(r for r in rows if r["model"] == "gpt-x" and r["task"] == "maze_2d"
+               and r["split"] == "hard")
+    low, high = report.wilson_interval(1, 4)
+    assert got["run"] == "run_b" and int(got["n"]) == 4 and int(got["successes"]) == 1
+    assert float(got["ci_low"]) == pytest.approx(low, abs=1e-6)
+    assert float(got["ci_high"]) == pytest.approx(high, abs=1e-6)
+    assert float(got["invalid_action_rate"]) == pytest.approx(16 / 80, abs=1e-6)
+    assert float(got["error_reply_rate"]) == pytest.approx(8 / 80, abs=1e-6)
+    assert not any(r["model"] == "gpt-x" and r["task"] == "jigsaw" for r in rows)
+
+
+def test_comparison_png_draws_each_run_in_its_colour_with_whiskers(tmp_path):
+    a, b = two_runs(tmp_path)
+    img = np.asarray(Image.open(report.write_comparison([a, b], tmp_path)["png"]).convert("RGB"))
+    assert (img[0, 0] == 255).all()
+    for colour in report._RUN_COLOURS[:2]:
+        assert np.all(img == np.array(colour, np.uint8), axis=2).sum() > 300
+    assert np.all(img == np.array(report._RUN_COLOURS[2], np.uint8), axis=2).sum() == 0
+    assert (img.max(axis=2) < 60).sum() > 300   # whiskers and text
+
+
+def test_comparison_out_option_through_the_cli(tmp_path, capsys):
+    from visgym.bridges import cli
+
+    a, b = two_runs(tmp_path)
+    out = tmp_path / "elsewhere"
+    assert cli.main(["report", str(a), str(b), "--out", str(out), "--no-html"]) == 0
+    assert sorted(os.listdir(out)) == ["comparison.csv", "comparison.md", "comparison.png"]
+    assert not os.path.exists(a / "report") and not os.path.exists(tmp_path / "comparison.md")
+
+
+@pytest.mark.parametrize("damage, reason", [
+    ("no_run_json", "no run.json"),
+    ("no_episodes", "no episodes.jsonl"),
+    ("empty_episodes", "episodes.jsonl is empty"),
+    ("cut_episodes", "ends in a cut line"),
+])
+def test_incomplete_run_dirs_are_skipped_with_one_warning(tmp_path, capsys, damage, reason):
+    a, b = two_runs(tmp_path)
+    bad = write_run(tmp_path / "run_bad", synthetic_records(), dict(RUN_INFO, model="bad-model"))
+    if damage == "no_run_json":
+        os.remove(bad / "run.json")
+    elif damage == "no_episodes":
+        os.remove(bad / "episodes.jsonl")
+    elif damage == "empty_episodes":
+        open(bad / "episodes.jsonl", "w").close()
+    else:
+        with open(bad / "episodes.jsonl", "a") as fh:
+            fh.write(json.dumps(episode("maze_2d", "easy", 99, True))[:50])
+    assert report.main_report([str(a), str(bad), str(b)]) == 0
+    captured = capsys.readouterr()
+    warnings = [line for line in captured.err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and str(bad) in warnings[0] and reason in warnings[0]
+    assert "bad-model" not in captured.out and "run_bad |" not in captured.out
+    assert "gpt-x" in captured.out
+    with open(tmp_path / "comparison.csv", newline="") as fh:
+        assert {r["run"] for r in csv.DictReader(fh)} == {"run_a", "run_b"}
+    assert not os.path.exists(bad / "summary.md")   # nothing written into a skipped dir
+
+
+def test_run_problem_accepts_a_complete_run(tmp_path):
+    a, _ = two_runs(tmp_path)
+    assert report.run_problem(a) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# file permissions
+
+def test_outputs_get_the_usual_permissions_under_the_umask(tmp_path):
+    """Every file of a run (log, run.json, summaries, chart, GIFs, HTML report, extracted
+    frames) and of a comparison is created 0666/0644 minus the umask, never 0600: with umask
+    027 files are 0640 and folders 0750."""
+    from visgym.bridges.agents import SolverAgent
+    from visgym.bridges.evaluate import EvalConfig, run_eval
+    from visgym.bridges.splits import load_split
+
+    old = os.umask(0o027)
+    try:
+        out = tmp_path / "run"
+        run_eval(SolverAgent(), EvalConfig(out=str(out), progress=False),
+                 load_split("maze_2d", "easy")[:2])
+        assert report.main_report([str(out), "--out", str(tmp_path)]) == 0   # + comparison
+    finally:
+        os.umask(old)
+    files, dirs = [], []
+    for root, dnames, fnames in os.walk(tmp_path):
+        dirs += [os.path.join(root, d) for d in dnames]
+        files += [os.path.join(root, f) for f in fnames]
+    names = {os.path.relpath(f, out) for f in files}
+    assert {"episodes.jsonl", "run.json", "summary.md", "summary.csv", "success.png",
+            "report/index.html", "report/success.png"} <= names
+    assert any(n.startswith("gifs/") and n.endswith(".gif") for n in names)
+    assert any(n.startswith("report/frames/") and n.endswith(".jpg") for n in names)
+    assert any(n.startswith("report/episodes/") for n in names)
+    assert os.path.isfile(tmp_path / "comparison.html")
+    bad = {f: oct(os.stat(f).st_mode & 0o777) for f in files if os.stat(f).st_mode & 0o777 != 0o640}
+    assert not bad
+    bad = {d: oct(os.stat(d).st_mode & 0o777) for d in dirs if os.stat(d).st_mode & 0o777 != 0o750}
+    assert not bad
