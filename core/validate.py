@@ -110,6 +110,13 @@ def one_of(field: str, value, options: Iterable):
     return value
 
 
+def boolean(field: str, value) -> bool:
+    """True or False (a Python or NumPy bool; 0 and 1 are not accepted)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{field}: expected True or False, got {describe(value)}")
+    return bool(value)
+
+
 def mapping(field: str, value, required: Iterable[str] = ()) -> dict:
     """A dict that has every key of ``required``."""
     if not isinstance(value, dict):

@@ -90,6 +90,17 @@ class Scene:
         self.ofs_ctrl = offsets[int(st.mjSTATE_CTRL)]
         self.ofs_mocap_pos = offsets[int(st.mjSTATE_MOCAP_POS)]
         self.ofs_mocap_quat = offsets[int(st.mjSTATE_MOCAP_QUAT)]
+        # The largest magnitude each entry of a loaded state vector may have: physically
+        # plausible with a wide margin (measured maxima in oracle episodes: |qpos| 1.6, |qvel|
+        # 21, |warm start| 1.7e3, mocap quaternion 1.7), so an absurd but finite value is refused
+        # when loaded instead of being simulated or drawn.
+        limits = {"TIME": 1e7, "QPOS": 100.0, "QVEL": 1e3, "ACT": 1e3, "WARMSTART": 1e7,
+                  "CTRL": 10.0, "EQ_ACTIVE": 1.0, "MOCAP_POS": 100.0, "MOCAP_QUAT": 10.0}
+        self.state_bound = np.full(self.nstate, 1e6)
+        for key, limit in limits.items():
+            bit = int(getattr(st, "mjSTATE_" + key))
+            start = offsets[bit]
+            self.state_bound[start:start + mujoco.mj_stateSize(model, bit)] = limit
 
         name = lambda kind, n: mujoco.mj_name2id(model, kind, n)  # noqa: E731
         obj = mujoco.mjtObj
@@ -356,99 +367,201 @@ def within(points, goal, threshold, out):
 
 
 # ---------------------------------------------------------------------------------------------
-# oracles (Numba): action codes 0..5 = unit move -x, +x, -y, +y, -z, +z; 6 = zero move;
-# 7 = open; 8 = close; 9 = stop
+# oracles (Numba), closed-loop: each call reads the current state and writes, per active row, an
+# action code and, for MOVE, the payload in grid units (payload = units / PAYLOAD_GRID, each
+# in [-1, 1]), so the plans are short decimal strings that parse back to exactly the floats
+# the oracle stepped with.
 
-ZERO_MOVE = 6
-OPEN = 7
-CLOSE = 8
-STOP = 9
+MOVE = 0
+OPEN = 1
+CLOSE = 2
+STOP = 3
+PAYLOAD_GRID = 20        # payload resolution 1/20 (2.5 mm of nominal displacement)
+EFFECTIVE_STEP = 0.033   # measured displacement per unit payload in steady motion (spec §6)
+
+# Pick-and-place geometry (measured on the pick-and-place scene, spec §3): the gripper points
+# down and its fingers open along world y; each finger box spans x +-0.0135 and, at finger joint
+# q, |y| from 0.0009 + q to 0.0149 + q around the grip site; fingertips are 0.0185 m below the
+# grip site; the palm is 0.052 m above it; the cube's half-size is 0.025 m.
+FINGER_HALF_X = 0.0135
+FINGER_INNER = 0.0009
+FINGER_OUTER = 0.0149
+FINGER_BELOW = 0.0185
+FINGER_OPEN = 0.05       # finger joint when fully open
+CUBE_HALF = 0.025
+CONTACT_MARGIN = 0.004   # kept between a finger and the cube while approaching
+# Pick-and-place tunables.
+GRASP_DZ = 0.025         # grip site above the cube centre when closing (fingertips at 6 mm)
+CLEAR_DZ = 0.05          # grip site above the cube centre when a finger must pass over the cube
+ALIGN_TOL = 0.02         # x and y error at which the fingers close
+HEIGHT_TOL = 0.012       # grip height error at which the fingers close
+PRECLOSE_DZ = 0.03       # ... or this far above it when the next step descends onto the cube
+PRECLOSE_TOL = 0.016     # ... with the cube this well centred between the fingers in y
+OPEN_MIN = 0.08          # finger opening (sum of both joints) needed before closing
+SETTLE = 0.3             # payload scale of the step after closing (the fingers reach the cube)
+LIFT = 0.015             # the carried cube's centre stays this far above its resting height
+HELD_MIN = 0.035         # a closed grip narrower than this holds nothing
+HELD_DIST = 0.06         # a cube farther than this from the grip site is not held
+
+# stage[b] of staged_grasp_actions
+APPROACH = 0
+SETTLING = 1
+CARRY = 2
 
 
 @njit(cache=True, inline="always")
-def _greedy(ex, ey, ez, tol):
-    """Unit move along the axis of the largest error above tol, else the zero move."""
-    best = -1
-    mag = tol
-    errs = (ex, ey, ez)
-    for a in range(3):
-        if abs(errs[a]) > mag:
-            mag = abs(errs[a])
-            best = a
-    if best < 0:
-        return ZERO_MOVE
-    return 2 * best + (1 if errs[best] > 0 else 0)
+def _units(error):
+    """Grid units of the payload that moves ``error`` metres in one step (clipped to 1)."""
+    v = error / EFFECTIVE_STEP
+    if v > 1.0:
+        v = 1.0
+    elif v < -1.0:
+        v = -1.0
+    return np.int64(np.floor(v * PAYLOAD_GRID + 0.5))
 
 
 @njit(cache=True)
-def greedy_axis_actions(grip, goal, threshold, active, out):
-    """Move along the axis of the largest grip-goal error (the reach oracle); zero move when
-    every axis is within threshold."""
+def proportional_reach_actions(grip, goal, radius, threshold, stall, prev, active, codes, units):
+    """The reach oracle: stop once the grip is within ``radius`` of the goal, or within
+    ``threshold`` with the last move gaining less than ``stall`` (a goal below the lowest grip
+    height); else move every axis at once by its error (at most one unit payload per axis, so
+    the last moves are fractional). ``prev`` (float64[B], +inf at first) keeps each row's last
+    distance."""
     for b in range(grip.shape[0]):
-        if active[b]:
-            out[b] = _greedy(goal[b, 0] - grip[b, 0], goal[b, 1] - grip[b, 1],
-                             goal[b, 2] - grip[b, 2], threshold)
+        if not active[b]:
+            continue
+        d = 0.0
+        for a in range(3):
+            d += (goal[b, a] - grip[b, a]) ** 2
+        d = np.sqrt(d)
+        if d < radius or (d < threshold and prev[b] - d < stall):
+            codes[b] = STOP
+            continue
+        prev[b] = d
+        codes[b] = MOVE
+        for a in range(3):
+            units[b, a] = _units(goal[b, a] - grip[b, a])
+
+
+@njit(cache=True, inline="always")
+def _sweeps_cube(ex, ey, grip_z, obj_z, ux, uy, uz, inner, outer):
+    """Would a finger pass through the cube (with CONTACT_MARGIN) during a move of ``units``
+    from a grip whose xy error to the cube is (ex, ey)? Checked at five points along the
+    move's predicted path."""
+    dx = ux * EFFECTIVE_STEP / PAYLOAD_GRID
+    dy = uy * EFFECTIVE_STEP / PAYLOAD_GRID
+    dz = uz * EFFECTIVE_STEP / PAYLOAD_GRID
+    top = obj_z + CUBE_HALF + CONTACT_MARGIN
+    for k in range(5):
+        s = 0.25 * k
+        if grip_z + s * dz - FINGER_BELOW >= top:
+            continue
+        px = abs(ex - s * dx)
+        py = abs(ey - s * dy)
+        if (px < FINGER_HALF_X + CUBE_HALF + CONTACT_MARGIN
+                and py > inner - CUBE_HALF - CONTACT_MARGIN
+                and py < outer + CUBE_HALF + CONTACT_MARGIN):
+            return True
+    return False
 
 
 @njit(cache=True)
-def staged_grasp_actions(grip, obj, goal, fingers, stage, counters, prev_open, active, tol,
-                         align_tol, carry_tol, out):
-    """One step of the staged pick-and-place state machine (fetch_pick_and_place.md section
-    11) for the active rows, with a recovery the reference lacks: if the cube is no longer
-    between the fingers while carrying, start over from the approach.
+def _path_sweeps_cube(ex, ey, grip_z, obj_z, grasp_z, inner, outer):
+    """Would a finger pass through the cube on the way from here to the grasp pose, going
+    straight down to ``grasp_z`` while closing the xy error (ex, ey) as the approach does
+    (predicted step by step)?"""
+    for _ in range(12):
+        ux = _units(ex)
+        uy = _units(ey)
+        uz = _units(grasp_z - grip_z)
+        if ux == 0 and uy == 0 and uz == 0:
+            return False
+        if _sweeps_cube(ex, ey, grip_z, obj_z, ux, uy, uz, inner, outer):
+            return True
+        ex -= ux * EFFECTIVE_STEP / PAYLOAD_GRID
+        ey -= uy * EFFECTIVE_STEP / PAYLOAD_GRID
+        grip_z += uz * EFFECTIVE_STEP / PAYLOAD_GRID
+    return False
 
-    stage int64[B]: 0 approach, 1 open, 2 align/descend, 3 grasp, 4 carry, 7 hold.
-    counters int64[B, 2]: close steps, stable-opening count."""
+
+@njit(cache=True)
+def staged_grasp_actions(grip, obj, goal, fingers, gripper_cmd, rest_z, stage, active, codes,
+                         units):
+    """One step of the pick-and-place oracle for the active rows (stop rows are decided by the
+    caller). Stages:
+    - APPROACH: open the fingers unless the sticky command is already open; move the grip to
+      the cube's xy and down to grasp height, every axis at once, going below the height where
+      a finger clears the cube's top only if no finger passes through the cube on the predicted
+      way down (the cube slides between the open fingers along x, or they straddle it in y);
+      close once aligned at grasp height, or one step above it with the cube well centred.
+    - SETTLING (the step after closing, while the fingers reach the cube): descend onto the
+      cube if closed above grasp height, else a slow step (SETTLE) towards the goal.
+    - CARRY: move the cube towards the goal, never lower than ``rest_z`` + LIFT, so that it is
+      not dragged on the table. A cube that is not held (fingers closed on nothing, or the cube
+      away from the grip) restarts the approach.
+    ``stage`` (int64[B]) is -1 before a row's first call, which derives the stage from the state
+    alone (a held cube is carried on), so a plan can start from any mid-episode state."""
     for b in range(grip.shape[0]):
         if not active[b]:
             continue
         opening = fingers[b, 0] + fingers[b, 1]
+        d = 0.0
+        for a in range(3):
+            d += (obj[b, a] - grip[b, a]) ** 2
+        held = gripper_cmd[b] < 0 and opening > HELD_MIN and np.sqrt(d) < HELD_DIST
         st = stage[b]
-        if st == 4 or st == 7:
-            # Cube lost: it is far from the grip point, so it cannot be held.
-            d = 0.0
-            for a in range(3):
-                d += (obj[b, a] - grip[b, a]) ** 2
-            if np.sqrt(d) > 0.04:
-                st = 0
-        if st == 0:
-            tz = max(obj[b, 2] + 0.10, grip[b, 2])
-            code = _greedy(obj[b, 0] - grip[b, 0], obj[b, 1] - grip[b, 1], tz - grip[b, 2], tol)
-            if code == ZERO_MOVE:
-                st = 1
-            out[b] = code
-        elif st == 1:
-            if opening >= 0.08:
-                out[b] = ZERO_MOVE
-                st = 2
-            else:
-                out[b] = OPEN
-        elif st == 2:
+        if st < 0:   # first call
+            st = CARRY if held else APPROACH
+        elif st == CARRY and not held:
+            st = APPROACH
+        if st == APPROACH:
+            if gripper_cmd[b] <= 0:
+                codes[b] = OPEN
+                stage[b] = st
+                continue
             ex = obj[b, 0] - grip[b, 0]
             ey = obj[b, 1] - grip[b, 1]
-            if abs(ex) > align_tol:
-                out[b] = 1 if ex > 0 else 0
-            elif abs(ey) > align_tol:
-                out[b] = 3 if ey > 0 else 2
-            elif grip[b, 2] > obj[b, 2] + 0.005:
-                out[b] = 4
-            else:
-                out[b] = ZERO_MOVE
-                st = 3
-                counters[b, 0] = 0
-                counters[b, 1] = 0
-                prev_open[b] = opening
-        elif st == 3:
-            out[b] = CLOSE
-            counters[b, 0] += 1
-            if abs(opening - prev_open[b]) < 1e-4:
-                counters[b, 1] += 1
-            prev_open[b] = opening
-            if counters[b, 0] >= 3 or counters[b, 1] >= 2:
-                st = 4
-        else:
-            code = _greedy(goal[b, 0] - obj[b, 0], goal[b, 1] - obj[b, 1],
-                           goal[b, 2] - obj[b, 2], carry_tol)
-            out[b] = code
-            st = 7 if code == ZERO_MOVE else 4
-        stage[b] = st
+            grasp_z = obj[b, 2] + GRASP_DZ
+            ez = grasp_z - grip[b, 2]
+            if abs(ex) <= ALIGN_TOL and abs(ey) <= ALIGN_TOL and opening >= OPEN_MIN and (
+                    abs(ez) <= HEIGHT_TOL
+                    or (ez < 0 and -ez <= PRECLOSE_DZ and abs(ey) <= PRECLOSE_TOL)):
+                codes[b] = CLOSE
+                stage[b] = SETTLING
+                continue
+            # Straight to grasp height if no finger sweeps through the cube on the way; else
+            # stay at (or rise to) the height where the fingers pass over it; else only rise.
+            inner = min(fingers[b, 0], fingers[b, 1]) + FINGER_INNER
+            outer = max(fingers[b, 0], fingers[b, 1], FINGER_OPEN) + FINGER_OUTER
+            clear_z = max(grasp_z, obj[b, 2] + CLEAR_DZ)
+            ux = _units(ex)
+            uy = _units(ey)
+            uz = _units(grasp_z - grip[b, 2])
+            if _path_sweeps_cube(ex, ey, grip[b, 2], obj[b, 2], grasp_z, inner, outer):
+                uz = _units(clear_z - grip[b, 2])
+                if _sweeps_cube(ex, ey, grip[b, 2], obj[b, 2], ux, uy, uz, inner, outer):
+                    ux = 0
+                    uy = 0
+            codes[b] = MOVE
+            units[b, 0] = ux
+            units[b, 1] = uy
+            units[b, 2] = uz
+            stage[b] = st
+            continue
+        codes[b] = MOVE
+        if st == SETTLING and grip[b, 2] - (obj[b, 2] + GRASP_DZ) > HEIGHT_TOL:
+            # Closed above grasp height: descend onto the cube while the fingers close.
+            units[b, 0] = _units(obj[b, 0] - grip[b, 0])
+            units[b, 1] = _units(obj[b, 1] - grip[b, 1])
+            units[b, 2] = _units(obj[b, 2] + GRASP_DZ - grip[b, 2])
+            stage[b] = CARRY
+            continue
+        for a in range(3):
+            target = goal[b, a]
+            if a == 2:
+                target = max(target, rest_z + LIFT)
+            u = _units(target - obj[b, a])
+            if st == SETTLING:
+                u = np.int64(np.floor(u * SETTLE + 0.5))
+            units[b, a] = u
+        stage[b] = CARRY

@@ -16,7 +16,7 @@ import numpy as np
 from ..core.validate import real_array
 
 __all__ = ["look_at", "frustum", "perspective", "perspective_fov_y", "pinhole",
-           "project"]
+           "project", "free_camera"]
 
 
 def look_at(eye, target, up=(0.0, 1.0, 0.0)) -> np.ndarray:
@@ -129,3 +129,19 @@ def project(points, view_proj, width, height):
     x = (clip[..., 0] * inv + 1.0) * 0.5 * width
     y = (1.0 - clip[..., 1] * inv) * 0.5 * height
     return x, y, clip[..., 2] * inv
+
+
+def free_camera(azimuth, elevation, distance, lookat):
+    """An orbit camera in MuJoCo's free-camera convention, as (eye, forward) arrays: it looks at
+    ``lookat`` (..., 3) from ``distance`` away, ``azimuth`` degrees around +z from +x and
+    ``elevation`` degrees above the horizontal (negative looks down), with world +z up:
+    forward = (cos el cos az, cos el sin az, sin el), eye = lookat - distance * forward.
+    Arguments broadcast over leading axes; ``look_at(eye, eye + forward, (0, 0, 1))`` gives
+    the view matrix."""
+    az = np.radians(real_array("azimuth", azimuth))
+    el = np.radians(real_array("elevation", elevation))
+    distance = real_array("distance", distance, positive=True)
+    lookat = real_array("lookat", lookat, (3,))
+    forward = np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], -1)
+    eye = lookat - distance[..., None] * forward
+    return eye, forward

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import visgym
-from visgym.envs.fetch_reach import BACKGROUND_RGB
+from visgym.envs.fetch_base import BACKGROUND_RGB
 
 
 def _gl_env(env_id):

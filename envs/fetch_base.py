@@ -1,0 +1,648 @@
+"""The machinery the two Fetch families share (spec/envs/fetch_reach.md and
+fetch_pick_and_place.md): ``FetchParams`` (the reference's constructor keywords), the episode
+state, and ``FetchBase``, which the families (envs/fetch_reach.py, envs/fetch_pick_and_place.py)
+specialise with their scene, grammar, prompt and oracle.
+
+``FetchBase`` loads the gymnasium-robotics Fetch MJCF from the installed package
+(kernels/fetch_sim), settles it as the reference's constructor does, samples goals, objects and
+the per-episode camera jitter, maps move/gripper actions onto mocap re-anchoring with 0.05 m per
+unit payload and 20 substeps, judges success on stop, and runs the family's closed-loop oracle
+through the env's own stepper. Physics runs on MuJoCo C (kernels/fetch_sim.CpuStepper: MjData per
+worker thread, GIL released) or, with ``backend="mjx"``, on MJX (kernels/fetch_mjx.MjxStepper:
+the MJX variant of the same MJCF, robot meshes out of collision, the whole batch advanced by one
+jitted function; ``impl`` "jax" or "warp"; meant for accelerators). Frames are the two 480x480
+free-camera views of the reference side by side (jittered front view | view following the grip
+point), drawn by the shared z-buffered rasterizer from the model's geom poses and meshes with
+Lambert light (robot meshes simplified by 4 mm vertex clustering, render/shapes3d.cluster);
+MuJoCo's OpenGL renderer (``renderer="mujoco"``, envs/fetch_gl.py) draws the same views where an
+OpenGL context exists.
+
+Deviations from the reference, on purpose, shared by both families:
+- Goals and cameras come from our own per-episode random stream (seed k does not give the
+  reference's episode k); recorded episodes are replayed from their init states.
+- Rendering is a pure function of the state, so the reset frame already shows the jittered camera
+  (quirk Q1), and feedback never leaks into the next episode's prompt (quirk Q2); the prompt never
+  carries a "Feedback:" paragraph (the harness sends feedback as its own text).
+- ``to_init_state`` adds two keys the reference lacks, ``sim_state`` (MuJoCo's integration state
+  vector) and ``gripper_cmd``, so mid-episode states round-trip exactly; both are optional on
+  load (reference dicts start from the settled robot). ``camera_config`` is required (the
+  reference's own dicts always carry it). Loaded values must be physically plausible (positions
+  within 10 m, every ``sim_state`` entry within a per-component bound, fetch_sim.Scene), so an
+  absurd but finite value is refused naming its field.
+- The frames are rasterised, not OpenGL-rendered: flat Lambert shading with one combined light
+  (top light + headlight), no specular highlights, no anti-aliasing.
+- A simulation that diverges (non-finite state, or MuJoCo's own bad-acceleration reset) restores
+  the episode's start and reports it in the feedback instead of continuing from MuJoCo's model
+  default.
+- The oracles use multi-axis and fractional moves (payloads on a 1/20 grid, written as short
+  decimals that parse back to exactly the floats they were planned with) so that their plans fit
+  the evaluation budget (20 steps easy, 30 hard, stop included); ``num_steps`` caps a plan's
+  length (stop included).
+- MuJoCo is the installed version (4.x), not the reference's 3.3.2; positions agree to a few
+  millimetres (see tests/test_fetch_parity.py).
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+from abc import abstractmethod
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ..core.family import FAMILY_BASE, Family, copy_state
+from ..core.grammar import IGNORED, OK, STOP_ACTION, ActionBatch, ActionSpec, FloatVector
+from ..core.threads import ProcessThreadPool
+from ..core.validate import boolean, integer, mapping, one_of, real, real_array, reals
+from ..kernels import fetch_sim as sim
+from ..render import camera as cam
+from ..render import raster3d, shapes3d
+
+UNSTABLE_CODE = FAMILY_BASE  # see feedback_texts
+BACKGROUND_RGB = (114, 219, 145)   # the reference's skybox as rendered
+FOVY_DEG = 45.0
+CLUSTER_M = 0.004   # vertex-clustering cell for the robot meshes (34.5 k -> a few k triangles)
+POSITION_BOUND = 10.0   # metres: loaded goals, objects and camera targets (the scene is ~2 m)
+GROUP = 4           # frames per rasterizer call (they share one depth buffer)
+
+MOVE_SPEC = ActionSpec("move", FloatVector(3, -1.0, 1.0))
+
+
+@dataclass(frozen=True)
+class FetchParams:
+    """The reference's constructor keywords (defaults: the evaluation harness's camera values)
+    plus ``backend`` ("cpu": MuJoCo C, "mjx": MJX), ``impl`` (the MJX implementation: "jax" or
+    "warp"; used with backend "mjx" only) and ``renderer`` ("raster", "mujoco")."""
+
+    reward_type: str = "sparse"
+    distance_threshold: float = 0.1
+    width: int = 480
+    height: int = 480
+    use_follow_camera: bool = True
+    follow_cam_distance: float = 0.36
+    follow_cam_azimuth: float = 200.0
+    follow_cam_elevation: float = -65.0
+    follow_cam_lookat_offset: tuple = (0.0, 0.0, -0.01)
+    jitter_camera_on_reset: bool = True
+    camera_base_lookat: tuple = (1.3, 0.75, 0.55)
+    camera_jitter_azimuth: float = 10.0
+    camera_jitter_elevation: float = 10.0
+    camera_jitter_distance: float = 0.1
+    camera_jitter_lookat: float = 0.1
+    camera_default_azimuth: float = 132.0
+    camera_default_elevation: float = -14.0
+    camera_default_distance: float = 1.75
+    primary_camera_name: str = "external_camera_0"
+    secondary_camera_name: str = "gripper_camera_rgb"
+    backend: str = "cpu"
+    impl: str = "jax"
+    renderer: str = "raster"
+
+    def __post_init__(self):
+        one_of("reward_type", self.reward_type, ("sparse", "dense"))
+        real("distance_threshold", self.distance_threshold, positive=True)
+        for name in ("width", "height"):
+            integer(name, getattr(self, name), 16, 2048)
+        for name in ("use_follow_camera", "jitter_camera_on_reset"):
+            boolean(name, getattr(self, name))
+        real("follow_cam_distance", self.follow_cam_distance, positive=True)
+        real("follow_cam_azimuth", self.follow_cam_azimuth)
+        real("follow_cam_elevation", self.follow_cam_elevation, -89.9, 89.9)
+        reals("follow_cam_lookat_offset", self.follow_cam_lookat_offset, 3)
+        reals("camera_base_lookat", self.camera_base_lookat, 3)
+        for name in ("camera_jitter_azimuth", "camera_jitter_elevation", "camera_jitter_distance",
+                     "camera_jitter_lookat"):
+            real(name, getattr(self, name), low=0.0)
+        real("camera_default_azimuth", self.camera_default_azimuth)
+        real("camera_default_elevation", self.camera_default_elevation, -89.9, 89.9)
+        real("camera_default_distance", self.camera_default_distance, positive=True)
+        if self.camera_default_distance <= self.camera_jitter_distance:
+            raise ValueError("camera_default_distance: must exceed camera_jitter_distance")
+        for name in ("primary_camera_name", "secondary_camera_name"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name}: expected a str")
+        if self.backend not in ("cpu", "mjx"):
+            raise ValueError(f"backend: expected 'cpu' (MuJoCo C) or 'mjx' (MJX), "
+                             f"got {self.backend!r}")
+        if self.backend == "mjx":
+            from ..kernels.fetch_mjx import check_impl
+
+            check_impl(self.impl)
+        elif self.impl != "jax":
+            raise ValueError(f"impl: only used with backend='mjx'; expected 'jax' with backend "
+                             f"{self.backend!r}, got {self.impl!r}")
+        if self.renderer not in ("raster", "mujoco"):
+            raise ValueError(f"renderer: expected 'raster' (the Cython rasterizer, default) or "
+                             f"'mujoco' (MuJoCo's OpenGL renderer), got {self.renderer!r}")
+        # Lists from JSON kwargs become tuples so the params stay hashable.
+        for name in ("follow_cam_lookat_offset", "camera_base_lookat"):
+            object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
+
+
+class FetchState(NamedTuple):
+    phys: np.ndarray          # float64[B, S] MuJoCo integration state
+    goal: np.ndarray          # float64[B, 3]
+    camera: np.ndarray        # float64[B, 6] azimuth, elevation, distance, lookat xyz
+    object_start: np.ndarray  # float64[B, 3] object joint position at the episode start
+    gripper_cmd: np.ndarray   # float64[B] sticky command: 0 hold, +1 open, -1 close
+    grip: np.ndarray          # float64[B, 3] site robot0:grip
+    link_pos: np.ndarray      # float64[B, 3] body robot0:gripper_link
+    link_quat: np.ndarray     # float64[B, 4]
+    obj: np.ndarray           # float64[B, 3] site object0 (zeros without an object)
+    fingers: np.ndarray       # float64[B, 2] right, left finger joints
+    geom_xpos: np.ndarray     # float64[B, G, 3]
+    geom_xmat: np.ndarray     # float64[B, G, 9]
+    moved: np.ndarray         # bool[B] physics ran in the last step (frame must be redrawn)
+
+
+class FetchWorkspace:
+    """Render scratch of one BatchEnv: a depth buffer of GROUP frames per drawing thread
+    (created on first use, so the pool's threads never share one)."""
+
+    def __init__(self, height: int, width: int):
+        self.shape = (GROUP, height, width)
+        self._depth = {}
+
+    def depth(self, n: int) -> np.ndarray:
+        """The calling thread's depth buffer for ``n`` <= GROUP frames (C-contiguous)."""
+        key = threading.get_ident()
+        buf = self._depth.get(key)
+        if buf is None:
+            buf = np.empty(self.shape, np.float32)
+            self._depth[key] = buf
+        return buf[:n]
+
+
+# ---------------------------------------------------------------------------------------------
+# scene geometry for the rasterizer
+
+class FetchMeshes:
+    """Triangle table of every visible geom of a Fetch scene in its own frame, plus the red
+    target sphere (last)."""
+
+    def __init__(self, scene):
+        m = scene.model
+        verts, tris, colors = [], [], []
+        self.geoms, self.starts, self.stops, self.radius = [], [], [], []
+        nv = 0
+        nt = 0
+        for g in range(m.ngeom):
+            if m.geom_bodyid[g] == scene.mocap_body or m.geom_group[g] > 2:
+                continue
+            rgba = m.geom_rgba[g]
+            if m.geom_matid[g] >= 0 and np.allclose(rgba, (0.5, 0.5, 0.5, 1.0)):
+                rgba = m.mat_rgba[m.geom_matid[g]]
+            if rgba[3] <= 0:
+                continue
+            gtype = m.geom_type[g]
+            if gtype == 7:  # mesh
+                mid = m.geom_dataid[g]
+                va, vn = m.mesh_vertadr[mid], m.mesh_vertnum[mid]
+                fa, fn = m.mesh_faceadr[mid], m.mesh_facenum[mid]
+                v, t = shapes3d.cluster(m.mesh_vert[va:va + vn], m.mesh_face[fa:fa + fn],
+                                        CLUSTER_M)
+            elif gtype == 6:  # box
+                v, t = shapes3d.box(m.geom_size[g])
+            elif gtype == 0:  # plane: a quad of the given half-sizes facing +z
+                v, t = shapes3d.quad(*m.geom_size[g][:2])
+            else:
+                continue
+            self.geoms.append(g)
+            self.starts.append(nt)
+            self.stops.append(nt + len(t))
+            self.radius.append(float(np.linalg.norm(v, axis=1).max()))
+            verts.append(v)
+            tris.append(t + nv)
+            colors.append(np.repeat((np.clip(rgba[:3], 0, 1) * 255 + 0.5).astype(np.uint8)[None],
+                                    len(t), 0))
+            nv += len(v)
+            nt += len(t)
+        sv, st, _ = raster3d.uv_sphere(0.02, 8, 12)
+        self.target_start, self.target_stop = nt, nt + len(st)
+        verts.append(sv.astype(np.float32))
+        tris.append(st.astype(np.int32) + nv)
+        colors.append(np.repeat(np.array([[255, 0, 0]], np.uint8), len(st), 0))
+        self.vertices = np.ascontiguousarray(np.concatenate(verts), np.float32)
+        self.triangles = np.ascontiguousarray(np.concatenate(tris), np.int32)
+        self.colors = np.ascontiguousarray(np.concatenate(colors), np.uint8)
+        self.geoms = np.array(self.geoms, np.int64)
+        self.starts = np.array(self.starts, np.int64)
+        self.stops = np.array(self.stops, np.int64)
+        self.radius = np.array(self.radius)
+
+
+# ---------------------------------------------------------------------------------------------
+# oracle actions as strings
+
+def _payload_text(units: int) -> str:
+    """One payload component (units of 1/PAYLOAD_GRID) as the shortest decimal that parses back
+    to exactly units / PAYLOAD_GRID: "1", "-1", "0", "0.35", "-0.05"."""
+    grid = sim.PAYLOAD_GRID
+    return str(units // grid) if units % grid == 0 else repr(units / grid)
+
+
+_ACTION_TEXT: dict = {}
+
+
+def action_string(code: int, units) -> str:
+    """The action string of an oracle action (fetch_sim MOVE with payload ``units``, OPEN,
+    CLOSE or STOP)."""
+    key = (int(code), *(int(u) for u in units)) if code == sim.MOVE else (int(code),)
+    text = _ACTION_TEXT.get(key)
+    if text is None:
+        if code == sim.MOVE:
+            text = "('move', [" + ", ".join(_payload_text(u) for u in key[1:]) + "])"
+        else:
+            text = {sim.OPEN: "('gripper', 0)", sim.CLOSE: "('gripper', 1)",
+                    sim.STOP: STOP_ACTION}[int(code)]
+        _ACTION_TEXT[key] = text
+    return text
+
+
+class FetchBase(Family):
+    """Everything the two Fetch families share; subclasses set the scene and the task."""
+
+    # Set by subclasses.
+    xml_name = ""
+    base_x = 0.0
+    has_object = False
+    goal_range = 0.15
+    plan_cap = 150      # the most actions (stop included) of a solver plan
+    feedback_texts = ("The simulation became unstable, so the episode was reset to its start.",)
+
+    def __init__(self, params):
+        super().__init__(params)
+        mjx = params.backend == "mjx"
+        # The MJX backend runs the MJX variant of the model (fetch_mjx.derive_model), settled
+        # with MuJoCo C once; the CPU stepper on that same model does the kinematics-only
+        # refreshes (resets, loaded states).
+        self.scene = sim.load_scene(self.xml_name, self.base_x, self.has_object,
+                                    "mjx" if mjx else "cpu")
+        self.stepper = sim.CpuStepper(self.scene)
+        self._mjx = None
+        if mjx:
+            from ..kernels.fetch_mjx import MjxStepper
+
+            self._mjx = MjxStepper(self.scene, impl=params.impl)
+        self.meshes = FetchMeshes(self.scene)
+        self._kind = {name: self.grammar.index(name) if name in self.grammar.names else -1
+                      for name in ("move", "gripper")}
+        self._render_pool = ProcessThreadPool(os.cpu_count() or 1, "visgym-fetch-render")
+        self._gl = None
+
+    # -- shapes -------------------------------------------------------------------------
+    @property
+    def frame_shape(self):
+        p = self.params
+        return p.height, p.width * (2 if p.use_follow_camera else 1)
+
+    def new_state(self, batch):
+        sc = self.scene
+        return FetchState(
+            phys=np.tile(sc.start_state, (batch, 1)),
+            goal=np.zeros((batch, 3)), camera=np.zeros((batch, 6)),
+            object_start=np.zeros((batch, 3)), gripper_cmd=np.zeros(batch),
+            grip=np.zeros((batch, 3)), link_pos=np.zeros((batch, 3)),
+            link_quat=np.zeros((batch, 4)), obj=np.zeros((batch, 3)),
+            fingers=np.zeros((batch, 2)), geom_xpos=np.zeros((batch, sc.ngeom, 3)),
+            geom_xmat=np.zeros((batch, sc.ngeom, 9)), moved=np.zeros(batch, np.bool_))
+
+    def new_workspace(self, batch):
+        return FetchWorkspace(*self.frame_shape)
+
+    # -- physics helpers ----------------------------------------------------------------
+    def _start_rows(self, state, rows):
+        """Settled robot, the episode's object start, hold command; kinematics refreshed."""
+        sc = self.scene
+        state.phys[rows] = sc.start_state
+        if self.has_object:
+            a = sc.ofs_qpos + sc.object_qpos
+            state.phys[rows, a:a + 3] = state.object_start[rows]
+        state.gripper_cmd[rows] = 0.0
+        state.moved[rows] = True
+        self._kinematics(state, rows)
+
+    def _kinematics(self, state, rows):
+        unstable = np.zeros(state.phys.shape[0], np.bool_)
+        self.stepper.run(state.phys, rows, 0, False, state, unstable)
+
+    def _advance(self, state, rows):
+        """20 substeps for ``rows``; returns the rows whose simulation diverged (reset)."""
+        unstable = np.zeros(state.phys.shape[0], np.bool_)
+        if self._mjx is not None:
+            self._mjx.run(state.phys, rows, sim.N_SUBSTEPS, not self.has_object, state, unstable)
+        else:
+            self.stepper.run(state.phys, rows, sim.N_SUBSTEPS, not self.has_object, state,
+                             unstable)
+        bad = np.flatnonzero(unstable)
+        if bad.size:
+            self._start_rows(state, bad)
+        return bad
+
+    def _points(self, state):
+        return state.obj if self.has_object else state.grip
+
+    # -- episodes -----------------------------------------------------------------------
+    def reset_rows(self, state, rows, seeds):
+        p = self.params
+        sc = self.scene
+        rows = np.ascontiguousarray(rows, np.int64)
+        cam_default = np.array([p.camera_default_azimuth, p.camera_default_elevation,
+                                p.camera_default_distance, *p.camera_base_lookat])
+        cam_jitter = np.array([p.camera_jitter_azimuth, p.camera_jitter_elevation,
+                               p.camera_jitter_distance, p.camera_jitter_lookat])
+        object_xy = np.zeros((state.phys.shape[0], 2))
+        sim.sample_episodes(np.asarray(seeds, np.uint64), rows, sc.initial_grip,
+                            sc.height_offset, self.has_object, self.goal_range, 0.15, 0.1, 0.5,
+                            0.45, bool(p.jitter_camera_on_reset), cam_default, cam_jitter,
+                            state.goal, object_xy, state.camera)
+        if self.has_object:
+            start = sc.start_object()
+            state.object_start[rows] = start
+            state.object_start[rows, :2] = object_xy[rows]
+        self._start_rows(state, rows)
+
+    def _init_fields(self):
+        return ("goal_pos", "camera_config") + (("object_pos",) if self.has_object else ())
+
+    def load_rows(self, state, rows, init_states):
+        # Every dict is checked before any row changes (BatchEnv also loads into a fresh state).
+        sc = self.scene
+        staged = []
+        for k, init in enumerate(init_states):
+            where = f"init_states[{k}]"
+            mapping(where, init, self._init_fields())
+            entry = {"goal": self._position(init["goal_pos"], f"{where}.goal_pos")}
+            if self.has_object:
+                entry["object"] = self._position(init["object_pos"], f"{where}.object_pos")
+            entry["camera"] = self._camera(init["camera_config"], f"{where}.camera_config")
+            sim_state = init.get("sim_state")
+            if sim_state is not None:
+                field = f"{where}.sim_state"
+                if not isinstance(sim_state, (list, tuple, np.ndarray)):
+                    raise ValueError(f"{field}: expected a list of {sc.nstate} numbers, got "
+                                     f"{type(sim_state).__name__}")
+                arr = real_array(field, sim_state)
+                if arr.shape != (sc.nstate,):
+                    raise ValueError(f"{field}: expected {sc.nstate} numbers, got shape "
+                                     f"{arr.shape}")
+                entry["sim"] = real_array(field, arr, bound=sc.state_bound)
+            cmd = real(f"{where}.gripper_cmd", init.get("gripper_cmd", 0.0))
+            entry["cmd"] = one_of(f"{where}.gripper_cmd", cmd, (0.0, 1.0, -1.0))
+            staged.append(entry)
+        rows = np.asarray(rows, np.int64)
+        for b, entry in zip(rows.tolist(), staged):
+            state.goal[b] = entry["goal"]
+            state.camera[b] = entry["camera"]
+            if self.has_object:
+                state.object_start[b] = entry["object"]
+        self._start_rows(state, rows)
+        with_sim = [b for b, e in zip(rows.tolist(), staged) if "sim" in e]
+        for b, entry in zip(rows.tolist(), staged):
+            if "sim" in entry:
+                state.phys[b] = entry["sim"]
+            state.gripper_cmd[b] = entry["cmd"]
+        if with_sim:
+            self._kinematics(state, np.array(with_sim, np.int64))
+
+    @staticmethod
+    def _position(value, where):
+        """[x, y, z] in metres, within POSITION_BOUND of the origin."""
+        return np.array(reals(where, value, 3, -POSITION_BOUND, POSITION_BOUND))
+
+    def _camera(self, value, where):
+        p = self.params
+        if value is None:
+            # The reference stores None when it has no renderer: the un-jittered default camera.
+            return np.array([p.camera_default_azimuth, p.camera_default_elevation,
+                             p.camera_default_distance, *p.camera_base_lookat])
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected a dict or None, got {type(value).__name__}")
+        mapping(where, value, ("azimuth", "elevation", "distance", "lookat"))
+        out = [real(f"{where}.azimuth", value["azimuth"]),
+               real(f"{where}.elevation", value["elevation"], -89.9, 89.9),
+               real(f"{where}.distance", value["distance"], high=100.0, positive=True)]
+        out += list(self._position(value["lookat"], f"{where}.lookat"))
+        return np.array(out)
+
+    def to_init_state(self, state, i):
+        c = state.camera[i]
+        out = {"goal_pos": [float(v) for v in state.goal[i]]}
+        if self.has_object:
+            sc = self.scene
+            a = sc.ofs_qpos + sc.object_qpos
+            out = {"object_pos": [float(v) for v in state.phys[i, a:a + 3]], **out}
+        out["camera_config"] = {"azimuth": float(c[0]), "elevation": float(c[1]),
+                                "distance": float(c[2]), "lookat": [float(v) for v in c[3:]]}
+        out["sim_state"] = [float(v) for v in state.phys[i]]
+        out["gripper_cmd"] = float(state.gripper_cmd[i])
+        return out
+
+    # -- step ---------------------------------------------------------------------------
+    def step_rows(self, state, actions, rows, reward, terminated, feedback):
+        sc = self.scene
+        simulate = np.zeros(state.phys.shape[0], np.bool_)
+        sim.apply_actions(actions.kind, actions.floats, actions.ints, rows, self._kind["move"],
+                          state.phys, sc.ofs_qpos, sc.ofs_ctrl, sc.ofs_mocap_pos,
+                          sc.ofs_mocap_quat, sc.actuator_qpos, state.link_pos, state.link_quat,
+                          state.gripper_cmd, feedback, simulate)
+        bad = self._advance(state, np.flatnonzero(simulate))
+        feedback[bad] = UNSTABLE_CODE
+        state.moved[:] = simulate
+
+    def is_success(self, state):
+        out = np.zeros(state.phys.shape[0], np.bool_)
+        sim.within(self._points(state), state.goal, float(self.params.distance_threshold), out)
+        return out
+
+    # -- solver -------------------------------------------------------------------------
+    @abstractmethod
+    def _new_oracle(self, batch):
+        """The oracle's memory for ``batch`` rows (arrays the oracle kernel updates)."""
+
+    @abstractmethod
+    def _oracle_codes(self, state, oracle, active, codes, units):
+        """Write the oracle's next action for the ``active`` rows of ``state``: ``codes``
+        (fetch_sim MOVE, OPEN, CLOSE or STOP) and, for MOVE, ``units`` (payload x
+        PAYLOAD_GRID)."""
+
+    def _rollout(self, state, rows, num_steps):
+        """Run the oracle closed-loop on a copy of ``rows``; returns (final state, plans of
+        action strings, each ending with a stop)."""
+        work = copy_state(type(state)(*(a[rows] for a in state)))
+        n = len(rows)
+        oracle = self._new_oracle(n)
+        cap = min(num_steps, self.plan_cap) if num_steps else self.plan_cap
+        plans = [[] for _ in range(n)]
+        active = np.ones(n, np.bool_)
+        codes = np.zeros(n, np.int64)
+        units = np.zeros((n, 3), np.int64)
+        kind = np.full(n, -1, np.int32)
+        floats = np.zeros((n, self.grammar.width))
+        ints = np.zeros((n, self.grammar.width), np.int32)
+        error = np.zeros(n, np.int32)
+        reward = np.zeros(n, np.float32)
+        term = np.zeros(n, np.bool_)
+        fb = np.zeros(n, np.int32)
+        for t in range(cap):
+            if not active.any():
+                break
+            if t == cap - 1:
+                codes[:] = sim.STOP
+            else:
+                self._oracle_codes(work, oracle, active, codes, units)
+            # Codes to parsed actions (no strings in the loop); floats are exactly what the
+            # parser reads from the plan's strings.
+            stop = active & (codes == sim.STOP)
+            error[:] = np.where(active & ~stop, OK, IGNORED)
+            kind[:] = -1
+            floats[:] = 0
+            ints[:] = 0
+            move = active & (codes == sim.MOVE)
+            kind[move] = self._kind["move"]
+            floats[move, :3] = units[move] / sim.PAYLOAD_GRID
+            grip = active & ((codes == sim.OPEN) | (codes == sim.CLOSE))
+            kind[grip] = self._kind["gripper"]
+            ints[grip, 0] = np.where(codes[grip] == sim.OPEN, 0, 1)
+            for k in np.flatnonzero(active).tolist():
+                plans[k].append(action_string(codes[k], units[k]))
+            self.step(work, ActionBatch.from_arrays(kind, ints, floats, error, self.stop_kind),
+                      reward, term, fb)
+            active &= ~stop
+        return work, plans
+
+    def solve(self, state, rows, strategy, num_steps, seeds):
+        rows = np.ascontiguousarray(rows, np.int64)
+        _, plans = self._rollout(state, rows, num_steps)
+        return plans
+
+    def goal_state(self, state):
+        rows = np.arange(state.phys.shape[0], dtype=np.int64)
+        work, _ = self._rollout(state, rows, None)
+        for dst, src in zip(state, work):
+            dst[...] = src
+        return state
+
+    # -- pixels -------------------------------------------------------------------------
+    def _cameras(self, state, rows):
+        """Per view: (azimuth, elevation, distance, lookat) arrays over ``rows`` of the free
+        cameras (the jittered front view, then the gripper-follow view)."""
+        p = self.params
+        c = state.camera[rows]
+        cameras = [(c[:, 0], c[:, 1], c[:, 2], c[:, 3:6])]
+        if p.use_follow_camera:
+            n = len(rows)
+            look = state.grip[rows] + np.array(p.follow_cam_lookat_offset)
+            cameras.append((np.full(n, p.follow_cam_azimuth), np.full(n, p.follow_cam_elevation),
+                            np.full(n, p.follow_cam_distance), look))
+        return cameras
+
+    def _views(self, state, rows):
+        """Per row and view: (eye, forward) of the free cameras."""
+        return [cam.free_camera(*camera) for camera in self._cameras(state, rows)]
+
+    def render_rows(self, state, frames, rows, work):
+        rows = np.ascontiguousarray(rows, np.int64)
+        if rows.size == 0:
+            return
+        if self.params.renderer == "mujoco":
+            self._render_gl(state, frames, rows)
+            return
+        # Consecutive runs of rows, at most GROUP frames each, share one depth buffer; the runs
+        # go to a pool of threads (the rasterizer releases the GIL).
+        groups = []
+        start = 0
+        for k in range(1, rows.size + 1):
+            if k == rows.size or rows[k] != rows[k - 1] + 1 or k - start >= GROUP:
+                groups.append(rows[start:k])
+                start = k
+        threads = os.cpu_count() or 1
+        if threads > 1 and len(groups) > 1:
+            list(self._render_pool.map(lambda g: self._draw_group(state, frames, g, work),
+                                       groups))
+        else:
+            for g in groups:
+                self._draw_group(state, frames, g, work)
+
+    def render_after_step(self, state, frames, work):
+        rows = np.flatnonzero(state.moved)
+        if rows.size:
+            self.render_rows(state, frames, rows, work)
+
+    def _draw_group(self, state, frames, rows, work):
+        p = self.params
+        me = self.meshes
+        sub = frames[rows[0]:rows[-1] + 1]
+        depth = work.depth(len(rows))
+        n = len(rows)
+        ng = len(me.geoms)
+        views = self._views(state, rows)
+        proj = cam.perspective_fov_y(FOVY_DEG, p.width / p.height, 0.01, 20.0)
+        # Geom model matrices, then the target sphere's.
+        models = np.zeros((n, ng + 1, 4, 4))
+        models[:, :ng, :3, :3] = state.geom_xmat[rows][:, me.geoms].reshape(n, ng, 3, 3)
+        models[:, :ng, :3, 3] = state.geom_xpos[rows][:, me.geoms]
+        models[:, ng, :3, :3] = np.eye(3)
+        models[:, ng, :3, 3] = state.goal[rows]
+        models[:, :, 3, 3] = 1.0
+        centers = models[:, :, :3, 3]
+        radius = np.append(me.radius, 0.02)
+        starts = np.append(me.starts, me.target_start)
+        stops = np.append(me.stops, me.target_stop)
+        tan_half = math.tan(math.radians(FOVY_DEG / 2))
+        draws_idx, draws_start, draws_stop, draws_vp, draws_model, draws_view = [], [], [], [], [], []
+        draws_light, draws_diffuse = [], []
+        for v, (eye, fwd) in enumerate(views):
+            view = cam.look_at(eye, eye + fwd, (0.0, 0.0, 1.0))
+            vp = proj @ view                                     # (n, 4, 4)
+            # Cull geoms whose bounding sphere is outside the view cone.
+            rel = centers - eye[:, None]
+            depth_along = (rel * fwd[:, None]).sum(-1)
+            lateral = np.sqrt(np.maximum((rel * rel).sum(-1) - depth_along ** 2, 0))
+            visible = (depth_along > -radius) & (
+                lateral - radius * 1.5 < (depth_along + radius) * tan_half * 1.5)
+            # One light standing for MuJoCo's two: the downward directional light (diffuse 0.8)
+            # and the headlight (diffuse 0.4, from the camera).
+            light = 0.8 * np.array([0.0, 0.0, 1.0]) - 0.4 * fwd
+            strength = np.linalg.norm(light, axis=1)
+            for k in range(n):
+                gs = np.flatnonzero(visible[k])
+                draws_idx.append(np.full(gs.size, rows[k] - rows[0]))
+                draws_start.append(starts[gs])
+                draws_stop.append(stops[gs])
+                draws_model.append(models[k, gs])
+                draws_view.append(np.broadcast_to(vp[k], (gs.size, 4, 4)))
+                draws_vp.append(np.broadcast_to(np.array([v * p.width, 0, p.width, p.height]),
+                                                (gs.size, 4)))
+                draws_light.append(np.broadcast_to(light[k] / strength[k], (gs.size, 3)))
+                draws_diffuse.append(np.full(gs.size, strength[k]))
+        raster3d.draw_meshes(
+            sub, depth, np.concatenate(draws_idx), me.vertices, me.triangles,
+            np.concatenate(draws_start), np.concatenate(draws_stop), np.concatenate(draws_view),
+            model=np.concatenate(draws_model), face_colors=me.colors,
+            face_flags=raster3d.FLAG_LIT, light_dir=np.concatenate(draws_light),
+            ambient=0.3, diffuse=np.concatenate(draws_diffuse),
+            viewport=np.concatenate(draws_vp).astype(np.int64), clear=BACKGROUND_RGB)
+
+    def gl_renderer(self):
+        """The OpenGL renderer (created on first use; RuntimeError without an OpenGL context)."""
+        from .fetch_gl import GlRenderer
+
+        if self._gl is None:
+            self._gl = GlRenderer(self.scene, self.params.width, self.params.height)
+        return self._gl
+
+    def gl_cameras(self, state, b: int) -> list:
+        return [tuple(np.asarray(x)[0] for x in camera)
+                for camera in self._cameras(state, np.array([b]))]
+
+    def _render_gl(self, state, frames, rows):
+        gl = self.gl_renderer()
+        for b in rows.tolist():
+            gl.render(state.phys[b], state.goal[b], self.gl_cameras(state, b), frames[b])
+
+    # -- prompt -------------------------------------------------------------------------
+    def prompt(self, state, i, text_mode=False):
+        return self._prompt_text
