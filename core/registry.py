@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .batch_env import BatchEnv
+from .validate import describe
 
 DEFAULT_MAX_STEPS = {"easy": 20, "hard": 30}
 # Reference constructor keywords with no effect here: render_mode (we always render rgb frames;
-# the gymnasium bridge handles render modes).
+# the gymnasium bridge handles render modes). Their values are still checked.
 IGNORED_KWARGS = frozenset({"render_mode"})
+RENDER_MODES = (None, "rgb_array", "ansi")
 
 
 @dataclass(frozen=True)
@@ -44,16 +46,23 @@ def list_envs() -> list[str]:
 
 
 def spec(env_id: str) -> EnvSpec:
-    try:
-        return _REGISTRY[env_id]
-    except KeyError:
-        raise ValueError(f"env_id: unknown environment {env_id!r}; known ids: "
-                         f"{', '.join(list_envs())}") from None
+    entry = _REGISTRY.get(env_id) if isinstance(env_id, str) else None
+    if entry is None:
+        raise ValueError(f"env_id: unknown environment {describe(env_id)}; known ids: "
+                         f"{', '.join(list_envs())}")
+    return entry
 
 
 def make_family(env_id: str, **overrides):
     """The family instance for an id plus parameter overrides (no BatchEnv)."""
     entry = spec(env_id)
+    render_mode = overrides.get("render_mode")
+    if not (render_mode is None or (isinstance(render_mode, str)
+                                    and render_mode in RENDER_MODES)):
+        raise ValueError(f"render_mode: expected one of {RENDER_MODES}, got "
+                         f"{describe(render_mode)}")
+    if render_mode == "ansi" and not entry.family.has_text_mode:
+        raise ValueError(f"render_mode: {entry.family.name} has no ansi rendering")
     overrides = {k: v for k, v in overrides.items() if k not in IGNORED_KWARGS}
     params = entry.family.make_params(entry.difficulty, overrides)
     return entry.family(params)

@@ -13,7 +13,22 @@ from typing import Iterable
 
 import numpy as np
 
-_REPR = reprlib.Repr()
+
+def _big_int(value: int) -> str | None:
+    """A huge int in words: its repr would spell out every digit (and raises past Python's
+    4,300-digit limit for int-to-str conversion)."""
+    if value.bit_length() <= 128:
+        return None
+    digits = int(value.bit_length() * 0.30103) + 1
+    return f"{'-' if value < 0 else ''}an integer of about {digits} digits"
+
+
+class _ShortRepr(reprlib.Repr):
+    def repr_int(self, x, level):
+        return _big_int(x) or super().repr_int(x, level)
+
+
+_REPR = _ShortRepr()
 _REPR.maxstring = 60
 _REPR.maxother = 60
 _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
@@ -24,6 +39,8 @@ def describe(value) -> str:
     """A bounded repr of ``value`` for error messages (at most ~120 characters)."""
     if isinstance(value, np.ndarray):
         return f"an array of shape {value.shape} and dtype {value.dtype}"
+    if type(value) is int and _big_int(value):
+        return _big_int(value)
     try:
         text = _REPR.repr(value)
     except Exception:  # a hostile __repr__ must not turn an error message into a crash
@@ -48,7 +65,7 @@ def integer(field: str, value, low: int | None = None, high: int | None = None) 
         raise ValueError(f"{field}: expected an integer, got {describe(value)}")
     value = int(value)
     if low is not None and value < low:
-        raise ValueError(f"{field}: must be >= {low}, got {value}")
+        raise ValueError(f"{field}: must be >= {low}, got {describe(value)}")
     if high is not None and value > high:
         raise ValueError(f"{field}: must be <= {high}, got {describe(value)}")
     return value
@@ -60,8 +77,10 @@ def optional_integer(field: str, value, low: int | None = None, high: int | None
 
 
 def real(field: str, value, low: float | None = None, high: float | None = None, *,
-         positive: bool = False) -> float:
-    """A finite real number in [low, high]; ``positive`` also demands > 0."""
+         positive: bool = False, keep_int: bool = False) -> float:
+    """A finite real number in [low, high]; ``positive`` also demands > 0. Returned as a float,
+    or with ``keep_int`` as an int when an integer was given (for values that are shown to a
+    user as given, e.g. in a prompt: 10 stays "10", not "10.0")."""
     if not is_real(value):
         raise ValueError(f"{field}: expected a number, got {describe(value)}")
     try:
@@ -76,7 +95,7 @@ def real(field: str, value, low: float | None = None, high: float | None = None,
         raise ValueError(f"{field}: must be >= {low}, got {out!r}")
     if high is not None and out > high:
         raise ValueError(f"{field}: must be <= {high}, got {out!r}")
-    return out
+    return int(value) if keep_int and is_integer(value) else out
 
 
 def _sequence(field: str, value, length: int, what: str):
@@ -115,6 +134,49 @@ def boolean(field: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{field}: expected True or False, got {describe(value)}")
     return bool(value)
+
+
+def int_grid(field: str, value, shape: tuple[int, int], low: int, high: int) -> np.ndarray:
+    """An int64 array of ``shape`` (rows, cols) with entries in [low, high], from a list of
+    lists of integers or an integer-typed array. Structure, types and shape are checked before
+    anything is converted, so a huge or deeply nested value is refused at once without being
+    copied, and a float such as 0.5 or a string "1" is never cast into a valid entry."""
+    rows, cols = shape
+    want = f"a grid of shape ({rows}, {cols}) ({rows} lists of {cols} integers {low}..{high})"
+    if isinstance(value, np.ndarray):
+        if value.shape != (rows, cols):
+            raise ValueError(f"{field}: expected {want}, got shape {value.shape}")
+        if value.dtype.kind not in "iu":
+            raise ValueError(f"{field}: expected {want}, got {describe(value)}")
+        grid = value  # range-checked below in its own dtype, then converted
+    else:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{field}: expected {want}, got {describe(value)}")
+        if len(value) != rows:
+            raise ValueError(f"{field}: expected {want}, got {len(value)} rows")
+        for r, row in enumerate(value):
+            if not isinstance(row, (list, tuple)) or len(row) != cols:
+                what = f"{len(row)} entries" if isinstance(row, (list, tuple)) else describe(row)
+                raise ValueError(f"{field}[{r}]: expected a list of {cols} integers, got {what}")
+            if not all(type(v) is int for v in row):  # the common case, checked fast
+                for c, v in enumerate(row):
+                    if not is_integer(v):
+                        raise ValueError(f"{field}[{r}][{c}]: expected an integer {low}..{high}, "
+                                         f"got {describe(v)}")
+        try:
+            grid = np.array(value, dtype=np.int64)
+        except OverflowError:  # an entry beyond int64: find and name it
+            for r, row in enumerate(value):
+                for c, v in enumerate(row):
+                    if not low <= v <= high:
+                        raise ValueError(f"{field}[{r}][{c}]: must be in {low}..{high}, "
+                                         f"got {describe(v)}") from None
+            raise
+    outside = (grid < low) | (grid > high)
+    if outside.any():
+        r, c = (int(i) for i in np.argwhere(outside)[0])
+        raise ValueError(f"{field}[{r}][{c}]: must be in {low}..{high}, got {int(grid[r, c])}")
+    return grid.astype(np.int64, copy=False)
 
 
 def mapping(field: str, value, required: Iterable[str] = ()) -> dict:

@@ -32,7 +32,7 @@ from numba import njit
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntChoice
-from ..core.validate import integer, mapping
+from ..core.validate import describe, int_grid, integer, is_integer, mapping
 from ..kernels.grid import generate_mazes, solve_mazes, step_moves
 from ..render import tiles as tile_render
 
@@ -52,19 +52,31 @@ AGENT_OFFSET = 3
 WALL_CODE = FAMILY_BASE  # "Cannot move into a wall."
 
 
+MAX_MAZE_SIDE = 201
+
+
+def check_maze_side(name: str, value) -> int:
+    """A maze width or height: an odd integer 5..MAX_MAZE_SIDE (the outer wall included)."""
+    value = integer(name, value, 5, MAX_MAZE_SIDE)
+    if value % 2 == 0:
+        raise ValueError(f"{name}: must be odd (width/height of maze should be odd), got {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class Maze2DParams:
-    """maze_width/maze_height: columns/rows including the outer wall (odd, as the reference)."""
+    """maze_width/maze_height: columns/rows including the outer wall (odd, as the reference),
+    5..201. Cost at the largest, 201x201 (10,000 cells), per episode on this 2-core machine:
+    a 5025x5025 frame (76 MB; BatchEnv refuses a batch whose frames exceed half the memory),
+    generation with a full draw ~3 ms, loading an init state ~5 ms, a step under 0.1 ms, a
+    solve under 1 ms."""
 
     maze_width: int = 11
     maze_height: int = 11
 
     def __post_init__(self):
         for name in ("maze_width", "maze_height"):
-            value = integer(name, getattr(self, name), 5, 201)
-            if value % 2 == 0:
-                raise ValueError(f"{name}: must be odd (width/height of maze should be odd), "
-                                 f"got {value}")
+            object.__setattr__(self, name, check_maze_side(name, getattr(self, name)))
 
 
 class Maze2DState(NamedTuple):
@@ -120,29 +132,23 @@ def _dirty_cells(walls, agent, prev_agent, target, ids, xs, ys):
 def check_maze_init(init, where: str, height: int, width: int, extra_keys=()):
     """Validate the maze fields of a reference init-state dict (maze_map, agent_location,
     target_location, plus ``extra_keys`` that must be present); return (walls, agent, target).
-    ValueError names the field and the problem."""
+    ValueError names the field and the problem. ``maze_map`` must be a list of ``height`` lists
+    of ``width`` ints 0 (floor) / 1 (wall), or an integer array of that shape: its structure is
+    checked before anything is converted, so 0.5, "1" or True are refused rather than cast."""
     mapping(where, init, ("maze_map", "agent_location", "target_location", *extra_keys))
-    try:
-        walls = np.asarray(init["maze_map"], dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{where}.maze_map: expected a {height}x{width} grid of 0/1") from None
-    if walls.shape != (height, width):
-        raise ValueError(f"{where}.maze_map: shape {walls.shape} does not match the maze "
-                         f"size ({height}, {width}) of these params")
-    if not np.isin(walls, (0, 1)).all():
-        raise ValueError(f"{where}.maze_map: values must be 0 (floor) or 1 (wall)")
+    walls = int_grid(f"{where}.maze_map", init["maze_map"], (height, width), 0, 1)
     if not (walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()):
         raise ValueError(f"{where}.maze_map: the outer ring must be wall")
     cells = []
     for key in ("agent_location", "target_location"):
         cell = init[key]
         if (not isinstance(cell, (list, tuple)) or len(cell) != 2
-                or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                           for v in cell)):
-            raise ValueError(f"{where}.{key}: expected [row, col], got {cell!r}")
+                or not all(is_integer(v) for v in cell)):
+            raise ValueError(f"{where}.{key}: expected [row, col], got {describe(cell)}")
+        if not (0 <= cell[0] < height and 0 <= cell[1] < width):
+            raise ValueError(f"{where}.{key}: {describe(list(cell))} is outside the "
+                             f"{height}x{width} maze")
         r, c = int(cell[0]), int(cell[1])
-        if not (0 <= r < height and 0 <= c < width):
-            raise ValueError(f"{where}.{key}: {[r, c]} is outside the {height}x{width} maze")
         if walls[r, c]:
             raise ValueError(f"{where}.{key}: {[r, c]} is a wall cell")
         cells.append((r, c))
@@ -233,8 +239,10 @@ class Maze2D(Family):
 
     def load_rows(self, state, rows, init_states) -> None:
         height, width = self.shape
-        for k, (b, init) in enumerate(zip(rows, init_states)):
-            walls, agent, target = check_maze_init(init, f"init_states[{k}]", height, width)
+        # Validate every row before writing any.
+        loaded = [check_maze_init(init, f"init_states[{k}]", height, width)
+                  for k, init in enumerate(init_states)]
+        for b, (walls, agent, target) in zip(rows, loaded):
             state.walls[b] = walls
             state.agent[b] = agent
             state.target[b] = target

@@ -40,7 +40,8 @@ Deviations from the reference, on purpose:
   episode's seed) until the solver's plan plus its stop fits the difficulty's step budget
   (``max_plan_steps``: 20 easy, 30 hard), so every episode is solvable within the steps the
   harness allows. Without the cut about 1.3 % of easy and 0.6 % of hard mazes need more (up to
-  21 and 34 steps).
+  21 and 34 steps). A custom limit too tight to be met within 64 redraws keeps the last draw and
+  makes the reset warn (see Maze3DParams).
 - Mazes come from our own per-episode random streams, so ``seed=k`` gives a different (equally
   distributed, apart from the budget cut above) maze than the reference's ``reset(seed=k)``;
   recorded episodes are replayed from their init states.
@@ -48,6 +49,7 @@ Deviations from the reference, on purpose:
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -56,13 +58,13 @@ from numba import njit
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntChoice
-from ..core.validate import integer, integers
+from ..core.validate import describe, integer, integers, is_integer, one_of
 from ..core.seeding import next_seeds
 from ..kernels.grid import generate_mazes
 from ..kernels.grid_heading import (FWD_DCOL, FWD_DROW, initial_headings, plan_batch,
                                     step_heading)
 from ..render import camera, raster3d
-from .maze_2d import check_maze_init, maze_init_state
+from .maze_2d import check_maze_init, check_maze_side, maze_init_state
 
 CELL = 10.0            # world units per maze cell (and wall height)
 EYE_Y = 5.0            # camera height: half the wall height
@@ -83,11 +85,23 @@ RENDERERS = ("raycast", "raster")
 # --------------------------------------------------------------------------------- params
 @dataclass(frozen=True)
 class Maze3DParams:
-    """maze_width/maze_height: columns/rows including the outer wall (odd, as the reference).
-    render_size: (width, height) of the frames in pixels. max_plan_steps: generated episodes
-    are redrawn until the optimal plan plus its stop takes at most this many steps (None: no
-    limit). renderer: "raycast" (grid ray caster for the maze, rasterizer for the sphere; the
-    fast path) or "raster" (everything through the triangle rasterizer); same picture."""
+    """maze_width/maze_height: columns/rows including the outer wall (odd, as the reference),
+    5..201. render_size: (width, height) of the frames in pixels, 8..8192 each. max_plan_steps:
+    generated episodes are redrawn (up to 64 times) until the optimal plan plus its stop takes
+    at most this many steps (None: no limit); it must be at least maze_width + maze_height - 4,
+    the shortest plan a corner-to-corner maze can have. An episode that still needs more after
+    64 redraws is kept as drawn and the reset warns (RuntimeWarning naming max_plan_steps): a
+    limit that tight is the caller's choice, and raising would make reset, and the auto-reset
+    inside step, fail for that seed. renderer: "raycast" (grid ray caster for the maze,
+    rasterizer for the sphere; the fast path) or "raster" (everything through the triangle
+    rasterizer); same picture.
+
+    Costs per episode on this 2-core machine: a 201x201 maze generates and draws in ~1 ms at
+    the default size, and plans in ~3 ms; under a max_plan_steps it cannot meet, its 64 redraws
+    take ~0.17 s. The frame size sets the drawing cost: at render_size (8192, 8192) a frame is
+    201 MB (plus a 268 MB depth buffer) and takes ~0.15-0.19 s to draw. The "raster" renderer
+    builds each scene's faces in a mesh table of 168 bytes x 6 quads per maze cell (40 MB for
+    one 201x201 scene), at most 64 MB of scenes at a time (larger batches draw in passes)."""
 
     maze_width: int = 11
     maze_height: int = 11
@@ -97,19 +111,21 @@ class Maze3DParams:
 
     def __post_init__(self):
         for name in ("maze_width", "maze_height"):
-            value = integer(name, getattr(self, name), 5, 201)
-            if value % 2 == 0:
-                raise ValueError(f"{name}: must be odd (width/height of maze should be odd), "
-                                 f"got {value}")
+            object.__setattr__(self, name, check_maze_side(name, getattr(self, name)))
         object.__setattr__(self, "render_size",
                            integers("render_size", self.render_size, 2, 8, 8192))
         if self.max_plan_steps is not None:
+            limit = integer("max_plan_steps", self.max_plan_steps, 1, 2**31 - 1)
             # Corner to opposite corner takes (H-3)+(W-3) moves, at least one turn and a stop:
             # a smaller limit could never be met.
             shortest = self.maze_width + self.maze_height - 4
-            integer("max_plan_steps", self.max_plan_steps, shortest, None)
-        if self.renderer not in RENDERERS:
-            raise ValueError(f"renderer: expected one of {RENDERERS}, got {self.renderer!r}")
+            if limit < shortest:
+                raise ValueError(
+                    f"max_plan_steps: must be >= {shortest} for a maze_width x maze_height = "
+                    f"{self.maze_width}x{self.maze_height} maze (its shortest plan), got {limit}"
+                    " (pass max_plan_steps=None for no limit)")
+            object.__setattr__(self, "max_plan_steps", limit)
+        object.__setattr__(self, "renderer", one_of("renderer", self.renderer, RENDERERS))
 
 
 class Maze3DState(NamedTuple):
@@ -380,6 +396,10 @@ _PROMPT = (
 
 ACTION_TEXT = ("('move', 0)", "('turn', 1)", "('turn', 2)", "('turn', 3)")
 MAX_REDRAWS = 64   # generation attempts per episode before the budget cut gives up
+# The raster renderer's mesh table: bytes per quad (4 vertices of position, uv and normal in
+# float32; 2 triangles of int32 indices, texture id, flags and colour) and the most it holds.
+MESH_BYTES_PER_QUAD = 4 * (12 + 8 + 12) + 2 * (12 + 4 + 1 + 3)
+MESH_TABLE_BYTES = 64 << 20
 # Redraw seeds are salted so that they never coincide with the seed chain of auto-resets.
 _REDRAW_SALT = np.uint64(0x6A09E667F3BCC909)
 
@@ -440,18 +460,24 @@ class Maze3D(Family):
             # next seed of its own chain (a function of the episode seed alone).
             attempt_seeds = seeds.copy()
             pending = np.arange(rows.shape[0])
-            for _ in range(MAX_REDRAWS):
+            for attempt in range(MAX_REDRAWS + 1):
                 _, lengths, _ = self._plans(state, rows[pending])
-                over = lengths + 1 > limit
-                if not over.any():
+                pending = pending[lengths + 1 > limit]
+                if pending.size == 0 or attempt == MAX_REDRAWS:
                     break
-                pending = pending[over]
                 attempt_seeds[pending] = next_seeds(attempt_seeds[pending] ^ _REDRAW_SALT)
                 sub_rows = rows[pending]
                 generate_mazes(state.walls, state.agent, state.target, sub_rows,
                                attempt_seeds[pending])
                 initial_headings(state.walls, state.agent, state.target, state.heading,
                                  sub_rows, attempt_seeds[pending])
+            if pending.size:
+                height, width = self.shape
+                warnings.warn(
+                    f"max_plan_steps: {pending.size} of {rows.shape[0]} generated {height}x"
+                    f"{width} episodes still need more than {limit} steps after {MAX_REDRAWS} "
+                    "redraws; they are kept as drawn (raise max_plan_steps, or None for no "
+                    "limit)", RuntimeWarning, stacklevel=2)
         state.changed[rows] = False
 
     def _plans(self, state, rows, seeds=None, num_steps: int = 0):
@@ -471,17 +497,21 @@ class Maze3D(Family):
 
     def load_rows(self, state, rows, init_states) -> None:
         height, width = self.shape
-        for k, (b, init) in enumerate(zip(rows, init_states)):
+        loaded = []
+        for k, init in enumerate(init_states):
             where = f"init_states[{k}]"
             walls, agent, target = check_maze_init(init, where, height, width, ("cam_dir",))
             cam_dir = init["cam_dir"]
-            if (isinstance(cam_dir, bool) or not isinstance(cam_dir, (int, np.integer))
-                    or not 0 <= cam_dir <= 3):
-                raise ValueError(f"{where}.cam_dir: expected an integer heading 0..3, got {cam_dir!r}")
+            if not is_integer(cam_dir) or not 0 <= cam_dir <= 3:
+                raise ValueError(f"{where}.cam_dir: expected an integer heading 0..3, got "
+                                 f"{describe(cam_dir)}")
+            loaded.append((walls, agent, target, int(cam_dir)))
+        # Validate every row before writing any.
+        for b, (walls, agent, target, cam_dir) in zip(rows, loaded):
             state.walls[b] = walls
             state.agent[b] = agent
             state.target[b] = target
-            state.heading[b] = int(cam_dir)
+            state.heading[b] = cam_dir
             state.changed[b] = False
 
     def to_init_state(self, state, i: int) -> dict:
@@ -507,11 +537,15 @@ class Maze3D(Family):
         table of the rasterizing renderer (maze faces per scene, the shared sphere at its tail),
         the per-scene cameras and lights, the depth buffer and the list of changed rows."""
         height, width = self.shape
-        # The mesh table (maze faces) is only used by the rasterizing renderer.
+        # The mesh table (maze faces) is only used by the rasterizing renderer; it holds as many
+        # scenes as fit in MESH_TABLE_BYTES (render_rows draws larger batches in passes).
         qmax = 6 * (height - 2) * (width - 2) + 2 if self.params.renderer == "raster" else 0
+        scenes = batch
+        if qmax:
+            scenes = max(1, min(batch, MESH_TABLE_BYTES // (MESH_BYTES_PER_QUAD * qmax)))
         sv, st, sn = self.sphere
-        nv = batch * 4 * qmax
-        nt = batch * 2 * qmax
+        nv = scenes * 4 * qmax
+        nt = scenes * 2 * qmax
         verts = np.zeros((nv + sv.shape[0], 3), np.float32)
         verts[nv:] = sv
         uvs = np.zeros((verts.shape[0], 2), np.float32)
@@ -525,12 +559,12 @@ class Maze3D(Family):
         face_colors = np.zeros((tris.shape[0], 3), np.uint8)
         face_colors[:] = TARGET_RGB
         return dict(
-            capacity=batch, verts=verts, uvs=uvs, normals=normals, tris=tris,
+            capacity=scenes, verts=verts, uvs=uvs, normals=normals, tris=tris,
             face_tex=face_tex, face_flags=face_flags, face_colors=face_colors, qmax=qmax, nv=nv,
-            nt=nt, tri_count=np.zeros(batch, np.int64),
-            view_proj=np.zeros((batch, 4, 4)), sphere_model=np.zeros((batch, 4, 4)),
-            light=np.zeros((batch, 3)), eye=np.zeros((batch, 3)),
-            forward=np.zeros((batch, 2)), depth=None, changed_rows=np.empty(batch, np.int64),
+            nt=nt, tri_count=np.zeros(scenes, np.int64),
+            view_proj=np.zeros((scenes, 4, 4)), sphere_model=np.zeros((scenes, 4, 4)),
+            light=np.zeros((scenes, 3)), eye=np.zeros((scenes, 3)),
+            forward=np.zeros((scenes, 2)), depth=None, changed_rows=np.empty(batch, np.int64),
         )
 
     def render_rows(self, state, frames, rows, work) -> None:
@@ -538,7 +572,12 @@ class Maze3D(Family):
         count = rows.shape[0]
         if count == 0:
             return
-        s = work if count <= work["capacity"] else self.new_workspace(count)
+        capacity = work["capacity"]
+        if count > capacity:
+            for start in range(0, count, capacity):
+                self.render_rows(state, frames, rows[start:start + capacity], work)
+            return
+        s = work
         qmax, nt = s["qmax"], s["nt"]
         raster = self.params.renderer == "raster"
         _build_scenes(state.walls, state.agent, state.heading, state.target, rows,

@@ -463,3 +463,36 @@ def test_presets_and_reference_keywords():
     env.reset()
     assert env.frame_shape == (100, 808, 3)
     assert tuple(env.family.solver_strategies) == ("sos", "bfs", "dfs")
+
+
+def test_hostile_init_state_values_are_quoted_briefly():
+    """A symbol used to be quoted with repr: a megabyte string came back in full, and a
+    5,000-deep list made the message itself raise RecursionError."""
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    env = visgym.make("matchstick_equation/easy", num_envs=2)
+    env.reset(seeds=[0, 1])
+    before = env.state_dicts()
+    good = {"broken": list("73+10/2=33")}
+    for init, field in [({"broken": ["7", "x" * 10**6]}, "broken[1]"),
+                        ({"broken": [deep]}, "broken[0]"), ({"broken": deep}, "broken"),
+                        ({"broken": list("73+10/2=33"), "history": deep}, "history"),
+                        ({"broken": ["7", 10**5000]}, "broken[1]")]:
+        with pytest.raises(ValueError) as err:
+            env.reset(init_states=[good, init])
+        message = str(err.value)
+        assert message.startswith(f"init_states[1].{field}") and len(message) < 250, message
+    assert env.state_dicts() == before
+
+
+def test_params_are_coerced_to_their_types():
+    params = visgym.make("matchstick_equation/easy", break_moves=np.int64(2),
+                         enforce_min_distance=np.bool_(False), gen_retry_limit=np.int16(5),
+                         image_width=np.uint16(300), max_symbols=np.int8(12)).params
+    assert [type(v) for v in (params.break_moves, params.enforce_min_distance,
+                              params.gen_retry_limit, params.image_width, params.max_symbols)] \
+        == [int, bool, int, int, int]
+    with pytest.raises(ValueError, match=r"gen_retry_limit: must be >= 0, got -an integer of "
+                                         r"about 5001 digits"):
+        visgym.make("matchstick_equation/easy", gen_retry_limit=-10**5000)

@@ -439,3 +439,80 @@ def test_random_action_samples_are_valid_moderate_moves():
         assert space.contains(action)
         if "move" in action:
             assert all(math.isfinite(v) for v in eval(action[9:-1]))  # noqa: S307
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"canvas_size": (1e-300, 1e-300)}, r"canvas_size\[0\]: must be >= 0\.001"),
+    ({"canvas_size": (1e7, 100)}, r"canvas_size\[0\]: must be <= 1000000"),
+    ({"canvas_size": (100, 0.01)}, r"stick_length: must be <= 100 x the smaller side"),
+    ({"stick_length": 1e-300}, r"stick_length: must be >= 0\.001"),
+    ({"scale_range": (1e-300, 1.0)}, r"scale_range\[0\]: must be >= 0\.001"),
+    ({"scale_range": (1.0, 1e300)}, r"scale_range\[1\]: must be <= 1000"),
+    ({"pos_tolerance": 1e300}, r"pos_tolerance: must be <= 1000000"),
+    ({"ang_tolerance": 181}, r"ang_tolerance: must be <= 180"),
+])
+def test_params_outside_their_physical_range_fail_at_construction_naming_the_field(kwargs,
+                                                                                   message):
+    """canvas_size=(1e-300, 1e-300) used to pass construction and fail at reset with
+    "Maximum allowed dimension exceeded" (a dash list of 1e302 entries), naming nothing."""
+    with pytest.raises(ValueError, match=message):
+        visgym.make(EASY, **kwargs)
+
+
+def test_params_at_the_corners_of_their_ranges_reset_step_and_solve():
+    """Within the bounds nothing overflows: plans are finite float32 moves, frames are drawn,
+    the tile redraw equals a full redraw (solving can fail at large scales, as the reference's
+    0.1-unit rounding cannot aim finer than 0.05 s^2 canvas px)."""
+    for kwargs in ({"canvas_size": (1e-3, 1e-3), "stick_length": 0.1,
+                    "scale_range": (1e-3, 1e3)},
+                   {"canvas_size": (1e-3, 1e6), "stick_length": 0.1,
+                    "scale_range": (1e-3, 1e-3)},
+                   {"canvas_size": (1e6, 1e6), "stick_length": 1e-3, "scale_range": (1e3, 1e3),
+                    "pos_tolerance": 1e6, "ang_tolerance": 180}):
+        env = _env(EASY, 4, **kwargs)
+        env.reset(seeds=range(4))
+        with np.errstate(all="raise"):
+            plans = env.solve()
+            run_plans(env, plans)
+        assert all(np.isfinite(eval(a[9:-1])).all() for p in plans for a in p[:-1])  # noqa: S307
+        assert_frames_equal_a_full_redraw(env, f"after a plan with {kwargs}")
+
+
+def test_params_are_coerced_and_integer_tolerances_stay_integers_in_the_prompt():
+    params = visgym.make(EASY, canvas_size=[np.int64(120), 120], pos_tolerance=np.int32(7),
+                         ang_tolerance=12.5, scale_range=[1, 2]).params
+    assert params.canvas_size == (120.0, 120.0) and type(params.canvas_size[0]) is float
+    assert params.scale_range == (1.0, 2.0) and type(params.pos_tolerance) is int
+    env = _env(EASY, canvas_size=[120, 120], pos_tolerance=np.int32(7), ang_tolerance=12.5)
+    env.reset(seeds=[0])
+    assert "within 7px and 12.5° of the target" in env.prompt()
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("scale", 1e300, r"scale: must be <= 1000"), ("scale", 1e-300, r"scale: must be >= 0\.001"),
+    ("target_mid", [1e300, 1.0], r"target_mid: \[1e\+300, 1\.0\] lies outside the canvas"),
+    ("initial_mid", [-0.5, 1.0], r"initial_mid: \[-0\.5, 1\.0\] lies outside the canvas"),
+    ("initial_mid", [10.0, 50.5], r"initial_mid: .* within \[0, 50\] x \[0, 50\]"),
+    ("target_ang", 1e300, r"target_ang: must be <= 360"),
+    ("initial_ang", -361.0, r"initial_ang: must be >= -360"),
+    pytest.param("initial_ang", 10**5000, r"initial_ang: an integer of about 5001 digits is "
+                 r"too large", id="initial_ang-huge-int"),
+])
+def test_nonsense_init_states_are_refused(field, value, message):
+    """A scale of 1e300 (unit moves of 1e600 px, midpoints of 1e-298) used to load silently, as
+    did midpoints outside the canvas and headings of 1e300 degrees."""
+    env = _env(HARD, 2)
+    env.reset(seeds=[1, 2])
+    before = env.state_dicts()
+    with pytest.raises(ValueError, match=rf"init_states\[1\]\.{message}"):
+        env.reset(init_states=[BASE, {**BASE, field: value}])
+    assert env.state_dicts() == before
+
+
+def test_init_states_on_the_canvas_edge_and_full_turns_load():
+    edge = {"scale": 2.0, "target_mid": [50.0, 0.0], "target_ang": 360.0,
+            "initial_mid": [0.0, 50.0], "initial_ang": -360.0}
+    env = _loaded(edge)
+    env.step(["('move', [100, 100, 0])"])   # clipped to the corner, which reloads as well
+    again = _loaded(env.state_dicts()[0])
+    assert again.state_dicts() == env.state_dicts()

@@ -189,3 +189,79 @@ def test_params_validation():
     env = visgym.make("maze_2d/easy", maze_width=15, maze_height=7)
     frames, _ = env.reset(seeds=[0])
     assert frames.shape == (1, 7 * CELL_PX, 15 * CELL_PX, 3)
+
+
+# ------------------------------------------------------------------ hostile init states
+def _good_9x9():
+    return {"maze_map": [[1] * 9] + [[1] + [0] * 7 + [1] for _ in range(7)] + [[1] * 9],
+            "agent_location": [1, 1], "target_location": [7, 7]}
+
+
+@pytest.mark.parametrize("entry", [0.5, 0.99, 1.0, "0", "1", True, None, [0]])
+def test_maze_map_entries_must_be_the_ints_0_or_1_not_anything_that_casts(entry):
+    """The map used to be cast to int64 before it was checked: 0.5 and 0.99 became floor, "1" a
+    wall. Each entry must now be an integer 0 or 1, and the message names the cell."""
+    env = visgym.make("maze_2d/easy")
+    init = _good_9x9()
+    init["maze_map"][3][4] = entry
+    with pytest.raises(ValueError, match=r"init_states\[0\]\.maze_map\[3\]\[4\]: expected an "
+                                         r"integer 0\.\.1"):
+        env.reset(init_states=[init])
+
+
+def test_maze_map_of_other_values_or_dtypes_is_refused():
+    env = visgym.make("maze_2d/easy")
+    init = _good_9x9()
+    init["maze_map"][2][2] = 2
+    with pytest.raises(ValueError, match=r"maze_map\[2\]\[2\]: must be in 0\.\.1, got 2"):
+        env.reset(init_states=[init])
+    walls = np.array(_good_9x9()["maze_map"])
+    for bad in (walls.astype(np.float64), walls.astype(bool), walls.astype(str)):
+        with pytest.raises(ValueError, match=r"maze_map: expected a grid of shape \(9, 9\)"):
+            env.reset(init_states=[{**_good_9x9(), "maze_map": bad}])
+    env.reset(init_states=[{**_good_9x9(), "maze_map": walls.astype(np.uint8)}])  # ints load
+    assert env.state_dicts()[0] == _good_9x9()
+
+
+def test_a_huge_maze_map_is_refused_by_its_shape_before_any_conversion():
+    """A 20000x20000 map used to be converted to 3.2 GB of int64 (26-60 s) before its shape was
+    checked. Neither array views nor lists sharing one row cost anything to build here."""
+    import time
+
+    env = visgym.make("maze_2d/easy")
+    row = [0] * 20000
+    for huge in (np.broadcast_to(np.uint8(1), (20000, 20000)),
+                 np.broadcast_to(np.float64(0.5), (20000, 20000)), [row] * 20000):
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match=r"maze_map: expected a grid of shape \(9, 9\)"):
+            env.reset(init_states=[{**_good_9x9(), "maze_map": huge}])
+        assert time.perf_counter() - start < 0.5
+
+
+def test_deeply_nested_values_give_a_short_message():
+    """The message used to quote the value with repr, which raises RecursionError for a
+    5,000-deep list (and prints a huge one in full)."""
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    env = visgym.make("maze_2d/easy")
+    for field in ("maze_map", "agent_location", "target_location"):
+        with pytest.raises(ValueError) as err:
+            env.reset(init_states=[{**_good_9x9(), field: deep}])
+        message = str(err.value)
+        assert message.startswith(f"init_states[0].{field}") and len(message) < 200
+    with pytest.raises(ValueError, match=r"agent_location: \[an integer of about 5001 digits, "
+                                         r"1\] is outside"):
+        env.reset(init_states=[{**_good_9x9(), "agent_location": [10**5000, 1]}])
+
+
+def test_load_rows_validates_every_row_before_writing_any():
+    """Row 0 of the state used to be written before row 1 was checked."""
+    env = visgym.make("maze_2d/easy", num_envs=2)
+    state = env.family.new_state(2)
+    before = [a.copy() for a in state]
+    good = _good_9x9()
+    with pytest.raises(ValueError, match=r"init_states\[1\]\.agent_location"):
+        env.family.load_rows(state, np.arange(2), [good, {**good, "agent_location": [0, 0]}])
+    for a, b in zip(state, before):
+        np.testing.assert_array_equal(a, b)

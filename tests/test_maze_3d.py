@@ -369,3 +369,93 @@ def test_params_validation():
     frames, _ = env.reset(seeds=[0])
     assert frames.shape == (1, 90, 160, 3)
     assert np.array(env.state_dicts()[0]["maze_map"]).shape == (7, 11)
+
+
+def test_params_are_coerced_and_the_budget_message_names_the_maze_size():
+    params = visgym.make("maze_3d/easy", maze_width=np.int64(9), maze_height=np.int64(9),
+                         max_plan_steps=np.int64(30), render_size=[np.int64(64), 36]).params
+    assert [type(v) for v in (params.maze_width, params.max_plan_steps, *params.render_size)] \
+        == [int] * 4
+    with pytest.raises(ValueError, match=r"max_plan_steps: must be >= 24 for a maze_width x "
+                                         r"maze_height = 21x7 maze.*max_plan_steps=None"):
+        visgym.make("maze_3d/easy", maze_width=21)   # the easy preset's budget is 20
+    for bad in (2**31, 10**400, 30.0):
+        with pytest.raises(ValueError, match="max_plan_steps"):
+            visgym.make("maze_3d/easy", max_plan_steps=bad)
+    with pytest.raises(ValueError, match="renderer"):
+        visgym.make("maze_3d/easy", renderer=["raycast"])
+
+
+def test_an_unmeetable_max_plan_steps_warns_instead_of_giving_up_silently():
+    """A 21x21 maze whose plan fits in 38 steps must be one straight L from corner to corner with
+    the first heading along it: 64 redraws essentially never find one. The episodes are kept (a
+    raise would break reset and the auto-reset inside step) and reset warns, naming the field."""
+    env = visgym.make("maze_3d/easy", num_envs=3, maze_width=21, maze_height=21,
+                      max_plan_steps=38)
+    with pytest.warns(RuntimeWarning, match=r"max_plan_steps: 3 of 3 generated 21x21 episodes "
+                                            r"still need more than 38 steps after 64 redraws"):
+        env.reset(seeds=range(3))
+    assert len(env.solve()[0]) > 38
+
+
+@pytest.mark.parametrize("difficulty,digest", [("easy", "c70563a5dad1f171"),
+                                               ("hard", "c2ea5385f927d894")])
+def test_the_budget_cut_still_draws_the_same_episodes(difficulty, digest):
+    """The cut now also checks its last redraw (to warn); the episodes of seeds 0..255 are
+    those drawn before that change (digest of their state dicts, taken then)."""
+    import hashlib
+
+    env = visgym.make(f"maze_3d/{difficulty}", num_envs=256)
+    env.reset(seeds=range(256))
+    text = json.dumps(env.state_dicts())
+    assert hashlib.sha256(text.encode()).hexdigest()[:16] == digest
+
+
+def test_raster_mesh_table_is_bounded_and_filled_in_passes(monkeypatch):
+    """The raster renderer's mesh table used to hold every scene of the batch at once: 40 MB per
+    scene for a 201x201 maze, so 10 GB for 256 episodes. It now holds at most 64 MB of scenes
+    and draws a larger batch in passes, with the same pixels."""
+    from visgym.envs import maze_3d
+
+    big = visgym.make("maze_3d/easy", num_envs=1, maze_width=201, maze_height=201,
+                      max_plan_steps=None, renderer="raster").family
+    work = big.new_workspace(256)
+    table = sum(work[k].nbytes for k in ("verts", "uvs", "normals", "tris", "face_tex",
+                                         "face_flags", "face_colors"))
+    assert work["capacity"] == 1 and table < maze_3d.MESH_TABLE_BYTES
+    whole = visgym.make("maze_3d/hard", num_envs=5, renderer="raster", autoreset="disabled")
+    frames, _ = whole.reset(seeds=range(5))
+    frames = frames.copy()
+    scene = maze_3d.MESH_BYTES_PER_QUAD * whole.family.new_workspace(1)["qmax"]
+    monkeypatch.setattr(maze_3d, "MESH_TABLE_BYTES", 2 * scene)   # two scenes per pass
+    passes = visgym.make("maze_3d/hard", num_envs=5, renderer="raster", autoreset="disabled")
+    assert passes.work["capacity"] == 2
+    np.testing.assert_array_equal(passes.reset(seeds=range(5))[0], frames)
+    for env in (whole, passes):
+        env.step([MOVE, LEFT, RIGHT, AROUND, MOVE])
+    np.testing.assert_array_equal(passes.frames, whole.frames)
+    assert_frames_equal_a_full_redraw(passes, "after a step drawn in passes")
+
+
+def test_hostile_init_state_values_are_named_briefly():
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    good = {"maze_map": OPEN_MAZE, "agent_location": [1, 1], "target_location": [5, 5],
+            "cam_dir": 1}
+    env = visgym.make("maze_3d/easy", num_envs=2)
+    env.reset(seeds=[0, 1])
+    before = env.state_dicts()
+    for field, value in (("cam_dir", deep), ("cam_dir", "x" * 10**6), ("cam_dir", 10**5000),
+                         ("maze_map", deep), ("cam_dir", 1.0), ("cam_dir", np.float64(1))):
+        with pytest.raises(ValueError) as err:
+            env.reset(init_states=[good, {**good, field: value}])
+        message = str(err.value)
+        assert message.startswith(f"init_states[1].{field}") and len(message) < 200, message
+    assert env.state_dicts() == before
+    state = env.family.new_state(2)
+    copy = [a.copy() for a in state]
+    with pytest.raises(ValueError, match=r"init_states\[1\]\.cam_dir"):
+        env.family.load_rows(state, np.arange(2), [good, {**good, "cam_dir": 9}])
+    for a, b in zip(state, copy):   # row 0 was not written before row 1 was checked
+        np.testing.assert_array_equal(a, b)

@@ -505,3 +505,57 @@ def test_params_are_validated():
         with pytest.raises(ValueError, match="num_shuffle_moves"):
             visgym.make("sliding_block/easy", num_shuffle_moves=bad)
     assert visgym.make("sliding_block/hard").params.num_shuffle_moves == 90
+
+
+@pytest.mark.parametrize("path,value,field", [
+    (("original_blocks", "3", "color"), np.array(["blue"]), r"original_blocks\.3\.color"),
+    (("original_blocks", "3", "color"), ["blue"], r"original_blocks\.3\.color"),
+    (("original_blocks", "3", "color"), None, r"original_blocks\.3\.color"),
+    (("original_blocks", "1", "is_target"), 1, r"original_blocks\.1\.is_target: expected True"),
+    (("original_blocks", "1", "is_target"), np.array([True]), r"original_blocks\.1\.is_target"),
+    (("target_blocks", "2", "size"), np.array([1, 2, 3]), r"target_blocks\.2\.size"),
+])
+def test_unhashable_or_array_field_values_are_named(path, value, field):
+    """A NumPy array as a colour used to raise "The truth value of an array ... is ambiguous",
+    naming nothing."""
+    env = _env()
+    env.reset(seeds=[0])
+    before = env.state_dicts()
+    with pytest.raises(ValueError, match=field):
+        env.reset(init_states=[_broken(path, value)])
+    assert env.state_dicts() == before
+
+
+def test_numpy_bools_and_ints_are_accepted_where_python_ones_are():
+    state = _broken(("original_blocks", "1", "is_target"), np.bool_(True))
+    state["current_blocks"]["7"]["position"] = (np.int64(4), np.int8(0))
+    env = _env()
+    env.reset(init_states=[state])
+    assert env.state_dicts() == [json.loads(json.dumps(_state()))]
+
+
+def test_hostile_values_are_quoted_briefly():
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    env = _env()
+    for path, value, field in [
+        (("current_blocks", "7", "position"), deep, "current_blocks.7.position"),
+        (("current_blocks", "7", "size"), deep, "current_blocks.7.size"),
+        (("current_blocks", "7", "color"), "x" * 10**6, "current_blocks.7.color"),
+        (("current_blocks", "7", "position"), [10**5000, 0], "current_blocks.7.position"),
+        (("current_blocks", "x" * 10**6), {"size": [1, 1], "position": [4, 1]}, "current_blocks"),
+    ]:
+        with pytest.raises(ValueError) as err:
+            env.reset(init_states=[_broken(path, value)])
+        message = str(err.value)
+        assert message.startswith(f"init_states[0].{field}") and len(message) < 250, message
+
+
+def test_num_shuffle_moves_is_bounded_to_what_solves_in_seconds():
+    """10**6 shuffle moves used to be accepted: 0.14 s of scrambling per episode, and a target
+    as random as one 10,000 moves away."""
+    with pytest.raises(ValueError, match=r"num_shuffle_moves: must be <= 10000"):
+        visgym.make("sliding_block/easy", num_shuffle_moves=10**6)
+    params = visgym.make("sliding_block/easy", num_shuffle_moves=np.int32(10_000)).params
+    assert type(params.num_shuffle_moves) is int and params.num_shuffle_moves == 10_000
