@@ -377,6 +377,9 @@ class FetchBase(Family):
             entry = {"goal": self._position(init["goal_pos"], f"{where}.goal_pos")}
             if self.has_object:
                 entry["object"] = self._position(init["object_pos"], f"{where}.object_pos")
+                if "object_start" in init:
+                    entry["object"] = self._position(init["object_start"],
+                                                     f"{where}.object_start")
             entry["camera"] = self._camera(init["camera_config"], f"{where}.camera_config")
             sim_state = init.get("sim_state")
             if sim_state is not None:
@@ -433,7 +436,12 @@ class FetchBase(Family):
         if self.has_object:
             sc = self.scene
             a = sc.ofs_qpos + sc.object_qpos
-            out = {"object_pos": [float(v) for v in state.phys[i, a:a + 3]], **out}
+            current = state.phys[i, a:a + 3]
+            out = {"object_pos": [float(v) for v in current], **out}
+            if not np.array_equal(current, state.object_start[i]):
+                # Ours (mid-episode only): where the episode started the cube, where a diverged
+                # simulation restarts it.
+                out["object_start"] = [float(v) for v in state.object_start[i]]
         out["camera_config"] = {"azimuth": float(c[0]), "elevation": float(c[1]),
                                 "distance": float(c[2]), "lookat": [float(v) for v in c[3:]]}
         out["sim_state"] = [float(v) for v in state.phys[i]]

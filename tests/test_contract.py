@@ -140,10 +140,7 @@ def test_state_dicts_survive_json_and_rebuild_the_episodes(env_id):
             assert other.state_dicts() == env.state_dicts(), f"{when}, step {t}"
 
 
-_HIDDEN_STATE_BUGS = {
-    "fetch_pick_and_place": "envs/fetch_reach.py: object_start (where a diverged simulation "
-    "restarts the cube) is not in to_init_state; load_rows sets it to the current object_pos",
-}
+_HIDDEN_STATE_BUGS: dict = {}   # family -> a known bug, marked strict xfail until fixed
 
 
 def _known_bugs(bugs):
