@@ -7,7 +7,7 @@ every implemented task, offline (this is ``make demo``).
 ``visgym demos``: synthesize solver demonstrations for finetuning (``demos mix``, ``demos export``).
 ``visgym gifs``: roll the solver through a few episodes of any env ids and write captioned GIFs
 (a quick look at a family).
-``visgym list``: the registered ids.
+``visgym list``: the tasks (what ``--tasks`` takes) and their env ids (what ``--envs`` takes).
 """
 from __future__ import annotations
 
@@ -71,10 +71,126 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-._" else "-" for c in text).strip("-") or "run"
 
 
+# The prompt settings of a demonstrations folder (its manifest.json "prompt"), as EvalConfig
+# fields: (manifest field, EvalConfig field, the value without --prompt-from, the flag).
+PROMPT_FIELDS = (
+    ("elicit_verbalization", "elicit_verbalization", False, "--elicit-verbalization"),
+    ("feedback", "include_feedback", True, "--no-feedback"),
+    ("history", "history", -1, "--history"),
+    ("max_long_side", "max_long_side", 336, "--max-long-side"),
+    ("text_mode", "text_mode", False, "--text-mode"),
+    ("final_goal", "final_goal", False, "--final-goal"),
+)
+
+
+def _explicit_prompt_flags(args) -> dict:
+    """The prompt options given on the command line, as EvalConfig values (absent ones left
+    out: their argparse default is None)."""
+    given = {}
+    if args.elicit_verbalization is not None:
+        given["elicit_verbalization"] = True
+    if args.no_feedback is not None:
+        given["include_feedback"] = False
+    if args.history is not None:
+        given["history"] = args.history
+    if args.max_long_side is not None:
+        given["max_long_side"] = None if args.max_long_side <= 0 else args.max_long_side
+    if args.text_mode is not None:
+        given["text_mode"] = True
+    if args.final_goal is not None:
+        given["final_goal"] = True
+    return given
+
+
+def _flag_text(flag: str, value) -> str:
+    if flag == "--no-feedback":
+        return flag if value is False else "feedback on"
+    if flag == "--max-long-side":
+        return f"{flag} {0 if value is None else value}"
+    if isinstance(value, bool):
+        return flag
+    return f"{flag} {value}"
+
+
+def _read_prompt_manifest(folder: str) -> tuple[dict, str]:
+    """The "prompt" settings of a demonstrations folder's manifest.json, checked field by
+    field; returns them with the manifest's path."""
+    path = os.path.join(folder, "manifest.json")
+    if not os.path.isdir(folder):
+        raise ValueError(f"--prompt-from: {folder} is not a folder (expected the --out folder "
+                         "of 'visgym demos')")
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"--prompt-from: {path} does not exist (expected the --out folder "
+                         "of 'visgym demos')") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"--prompt-from: {path} is not valid JSON ({e})") from None
+    prompt = manifest.get("prompt") if isinstance(manifest, dict) else None
+    if not isinstance(prompt, dict):
+        raise ValueError(f"--prompt-from: {path} has no \"prompt\" object (made by an older "
+                         "'visgym demos'; regenerate it, or give the prompt options yourself)")
+    for name in ("elicit_verbalization", "feedback", "text_mode", "final_goal"):
+        if not isinstance(prompt.get(name), bool):
+            raise ValueError(f"--prompt-from: {path}: prompt.{name} must be true or false, "
+                             f"got {prompt.get(name)!r}")
+    history = prompt.get("history")
+    if isinstance(history, bool) or not isinstance(history, int) or history < -1:
+        raise ValueError(f"--prompt-from: {path}: prompt.history must be an integer >= -1, "
+                         f"got {history!r}")
+    side = prompt.get("max_long_side", "missing")
+    if side is not None and (isinstance(side, bool) or not isinstance(side, int) or side < 16):
+        raise ValueError(f"--prompt-from: {path}: prompt.max_long_side must be an integer >= 16 "
+                         f"or null, got {side!r}")
+    budgets = prompt.get("max_steps")
+    if not isinstance(budgets, dict) or not all(
+            isinstance(k, str) and "/" in k and isinstance(v, int) and not isinstance(v, bool)
+            and v >= 1 for k, v in budgets.items()):
+        raise ValueError(f"--prompt-from: {path}: prompt.max_steps must map \"task/split\" to a "
+                         f"positive step count, got {budgets!r}")
+    return prompt, path
+
+
+def _prompt_settings(args, env_ids: list[str]) -> dict:
+    """EvalConfig's prompt fields: the flags given, or with ``--prompt-from DIR`` the settings
+    the demonstrations were made with (a flag that says otherwise is refused)."""
+    given = _explicit_prompt_flags(args)
+    settings = {field: default for _, field, default, _ in PROMPT_FIELDS}
+    settings["budgets"] = None
+    settings["max_steps"] = args.max_steps
+    if not args.prompt_from:
+        settings.update(given)
+        return settings
+    prompt, path = _read_prompt_manifest(args.prompt_from)
+    for name, field, _, flag in PROMPT_FIELDS:
+        settings[field] = prompt[name]
+        if field in given and given[field] != settings[field]:
+            raise ValueError(f"--prompt-from: {_flag_text(flag, given[field])} contradicts the "
+                             f"demonstrations' {name} = {json.dumps(settings[field])} in {path} "
+                             "(drop the flag, or evaluate without --prompt-from)")
+    budgets = prompt["max_steps"]
+    if args.max_steps is not None:
+        other = {k: v for k, v in budgets.items() if k in env_ids and v != args.max_steps}
+        if other:
+            name, steps = sorted(other.items())[0]
+            raise ValueError(f"--prompt-from: --max-steps {args.max_steps} contradicts the "
+                             f"demonstrations' max_steps {steps} for {name} in {path} (drop the "
+                             "flag, or evaluate without --prompt-from)")
+    settings["budgets"] = {k: budgets[k] for k in sorted(budgets) if k in env_ids} or None
+    unknown = sorted(set(env_ids) - set(budgets))
+    if unknown:
+        print(f"eval: {', '.join(unknown)} not in the demonstrations' max_steps ({path}); "
+              "their default budget applies", file=sys.stderr)
+    print(f"eval: prompt settings from {path}: " + ", ".join(
+        f"{name}={json.dumps(settings[field])}" for name, field, _, _ in PROMPT_FIELDS)
+        + f", max_steps={json.dumps(settings['budgets'])}", file=sys.stderr)
+    return settings
+
+
 def cmd_eval(args) -> int:
     from .agents import GenerationSettings, make_agent
-    from .evaluate import EvalConfig, run_eval
-    from .report import summarize
+    from .evaluate import EvalConfig, error_lines, run_eval
     from .splits import SPLITS, load_reference_layout, load_split, tasks_with_splits
 
     agent_kind = args.agent or ("openai" if args.model else "solver")
@@ -84,8 +200,9 @@ def cmd_eval(args) -> int:
     for task in tasks:
         if task not in available:
             raise ValueError(f"--tasks: unknown or unavailable task {task!r} "
-                             f"(available: {', '.join(available)})")
-    if args.text_mode:
+                             f"(available: {', '.join(available)}; see 'visgym list')")
+    prompt = _prompt_settings(args, [f"{t}/{s}" for t in tasks for s in splits])
+    if prompt["text_mode"]:
         from ..core import make_family
 
         for task in tasks:
@@ -126,21 +243,20 @@ def cmd_eval(args) -> int:
     settings = GenerationSettings(temperature=args.temperature, max_tokens=args.max_tokens,
                                   top_p=args.top_p, reasoning_effort=args.reasoning_effort,
                                   extra_body=extra_body)
+    name = args.model or agent_kind
+    suffix = "_text" * prompt["text_mode"] + "_goal" * prompt["final_goal"]
+    out = args.out or os.path.join("results", _slug(f"{name}_{args.split}{suffix}"))
+    args.out_resolved = out
+    config = EvalConfig(out=out, split=args.split, concurrency=args.concurrency,
+                        gifs=not args.no_gifs and args.gifs != 0, gifs_per_task=args.gifs,
+                        resume=args.resume, progress=not args.quiet, processes=args.processes,
+                        preflight=not args.no_preflight, abort_after=args.abort_after,
+                        **prompt)
+    config.validate()
     agent = make_agent(agent_kind, model=args.model, base_url=args.base_url,
                        api_key_env=args.api_key_env, settings=settings, timeout_s=args.timeout,
                        max_attempts=args.max_attempts, replay=args.replay, seed=args.seed,
                        http_transport=args.http_transport)
-    name = args.model or agent_kind
-    suffix = "_text" * args.text_mode + "_goal" * args.final_goal
-    out = args.out or os.path.join("results", _slug(f"{name}_{args.split}{suffix}"))
-    config = EvalConfig(out=out, split=args.split, max_steps=args.max_steps,
-                        concurrency=args.concurrency, history=args.history,
-                        max_long_side=None if args.max_long_side <= 0 else args.max_long_side,
-                        text_mode=args.text_mode, final_goal=args.final_goal,
-                        include_feedback=not args.no_feedback,
-                        elicit_verbalization=args.elicit_verbalization,
-                        gifs=not args.no_gifs and args.gifs != 0, gifs_per_task=args.gifs,
-                        resume=args.resume, progress=not args.quiet, processes=args.processes)
     from .agents import redact_url
 
     # The command as typed, minus credentials: --base-url may carry user:password@.
@@ -149,12 +265,19 @@ def cmd_eval(args) -> int:
                else a for a in command]
     provenance = {"dataset": os.path.abspath(args.dataset_root) if args.dataset_root
                   else "shipped splits", "command": "visgym eval " + " ".join(command)}
+    if args.prompt_from:
+        provenance["prompt_from"] = os.path.abspath(args.prompt_from)
     print(f"eval: {agent_kind} agent{' ' + args.model if args.model else ''}, "
           f"{len(episodes)} episodes of {len(tasks)} task(s), split {args.split} -> {out}",
           file=sys.stderr)
     paths = run_eval(agent, config, episodes, provenance)
     with open(paths["md"]) as f:
         print(f.read())
+    lines = error_lines(paths.get("errors") or {})
+    if lines:
+        print("Failed requests (the server's most common error per task):")
+        for line in lines:
+            print(f"- {line}")
     return 0
 
 
@@ -222,46 +345,149 @@ def cmd_report(args) -> int:
     return main_report(args.dirs)
 
 
+def _no_default(action) -> bool:
+    """An option without a default value to show: None, a flag's False, or suppressed."""
+    return action.default is None or action.default is False or \
+        action.default == argparse.SUPPRESS
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default, unless the text already says it; flags
+    (off unless given) and options without a default value are left as written."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("default" in text or _no_default(action) or action.required
+                or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+    def _format_action(self, action):
+        if action.help is None and action.option_strings and not action.required and \
+                not _no_default(action):
+            action.help = "default: %(default)s"   # an option given no help still shows it
+        return super()._format_action(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+EXIT_CODES = ("exit status: 0 done; 1 stopped by a failure to fix (an unwritable or full disk, "
+              "an endpoint that fails every request): finished episodes are kept and --resume "
+              "continues; 2 bad arguments or settings; 130 interrupted (Ctrl-C)")
+
+
+def cmd_list(args) -> int:
+    """What --tasks takes (task families with both splits) and what --envs / visgym.make take
+    (every registered id); ``--ids``: only the ids, one a line."""
+    from .splits import tasks_with_splits
+
+    ids = list_envs()
+    if args.ids:
+        print("\n".join(ids))
+        return 0
+    tasks = tasks_with_splits()
+    width = max([len("TASK (--tasks)")] + [len(t) for t in tasks]) + 2
+    print(f"{'TASK (--tasks)':<{width}}ENV IDS (--envs, visgym.make)")
+    for task in tasks:
+        print(f"{task:<{width}}{', '.join(i for i in ids if i.split('/')[0] == task)}")
+    others = [i for i in ids if i.split("/")[0] not in tasks]
+    if others:
+        print(f"{'(no splits)':<{width}}{', '.join(others)}")
+    return 0
+
+
+def _os_error_text(error: OSError) -> str:
+    """``PATH: reason (errno N NAME)``: the one line an I/O failure is reported with."""
+    import errno as errno_names
+
+    reason = error.strerror or str(error) or type(error).__name__
+    code = ""
+    if error.errno:
+        name = errno_names.errorcode.get(error.errno)
+        code = f" (errno {error.errno}{' ' + name if name else ''})"
+    where = error.filename
+    if where is not None and getattr(error, "filename2", None) is not None:
+        where = f"{where} -> {error.filename2}"
+    return f"{where}: {reason}{code}" if where is not None else f"{reason}{code}"
+
+
 def main(argv=None) -> int:
+    from .. import __version__
+
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) >= 2 and argv[0] == "demos" and argv[1] in ("mix", "export"):
         argv = [f"demos-{argv[1]}"] + argv[2:]
-    parser = argparse.ArgumentParser(prog="visgym", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    ev = sub.add_parser("eval", help="evaluate an agent on the evaluation splits")
+    parser = _Parser(prog="visgym", description=__doc__.splitlines()[0], epilog=EXIT_CODES)
+    parser.add_argument("--version", action="version", version=f"visgym {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    ev = sub.add_parser("eval", help="evaluate an agent on the evaluation splits",
+                        epilog=EXIT_CODES)
     ev.add_argument("--agent", choices=["openai", "solver", "random", "replay"], default=None,
                     help="default: openai when --model is given, else solver")
-    ev.add_argument("--model", default=None)
-    ev.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (e.g. a vLLM server)")
+    ev.add_argument("--model", default=None,
+                    help="model name at the endpoint (default: none; needed by the openai agent)")
+    ev.add_argument("--base-url", default=None,
+                    help="OpenAI-compatible endpoint, e.g. a vLLM server "
+                    "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1)")
     ev.add_argument("--api-key-env", default="OPENAI_API_KEY",
                     help="name of the environment variable holding the API key")
     ev.add_argument("--split", choices=["easy", "hard", "all"], default="easy")
-    ev.add_argument("--tasks", default=None, help="comma-separated tasks (default: all)")
+    ev.add_argument("--tasks", default=None,
+                    help="comma-separated tasks, see 'visgym list' (default: all)")
     ev.add_argument("--episodes", type=int, default=None, help="episodes per task (default: 70)")
     ev.add_argument("--concurrency", type=int, default=8, help="episodes in flight per process")
     ev.add_argument("--processes", type=int, default=1,
                     help="runner processes sharing the episodes (for many cores)")
     ev.add_argument("--max-steps", type=int, default=None, help="default: 20 easy, 30 hard")
-    ev.add_argument("--history", type=int, default=-1, help="turns of history (-1: all)")
-    ev.add_argument("--max-long-side", type=int, default=336, help="0: no resizing")
-    ev.add_argument("--text-mode", action="store_true")
-    ev.add_argument("--final-goal", action="store_true")
-    ev.add_argument("--no-feedback", action="store_true")
-    ev.add_argument("--elicit-verbalization", action="store_true")
-    ev.add_argument("--temperature", type=float, default=None)
+    ev.add_argument("--history", type=int, default=None,
+                    help="turns of history sent (default: -1, the whole conversation)")
+    ev.add_argument("--max-long-side", type=int, default=None,
+                    help="JPEG long side in px, 0: no resizing (default: 336)")
+    ev.add_argument("--text-mode", action="store_true", default=None,
+                    help="ASCII observations instead of images")
+    ev.add_argument("--final-goal", action="store_true", default=None,
+                    help="show the solved configuration in the first turn")
+    ev.add_argument("--no-feedback", action="store_true", default=None,
+                    help="leave the environment's feedback out of the next turn")
+    ev.add_argument("--elicit-verbalization", action="store_true", default=None,
+                    help="ask for <think>...</think><answer>...</answer> replies")
+    ev.add_argument("--prompt-from", default=None, metavar="DIR",
+                    help="take the prompt settings (the options above) from the manifest.json "
+                    "of a 'visgym demos' folder, e.g. for a model finetuned on it; a flag that "
+                    "contradicts them is refused (default: none)")
+    ev.add_argument("--temperature", type=float, default=None,
+                    help="default: the endpoint's")
     ev.add_argument("--max-tokens", type=int, default=8192)
-    ev.add_argument("--top-p", type=float, default=None)
-    ev.add_argument("--reasoning-effort", default=None)
-    ev.add_argument("--extra-body", default=None, help="JSON object merged into each request")
+    ev.add_argument("--top-p", type=float, default=None, help="default: the endpoint's")
+    ev.add_argument("--reasoning-effort", default=None, help="default: the endpoint's")
+    ev.add_argument("--extra-body", default=None,
+                    help="JSON object merged into each request (default: none)")
     ev.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    ev.add_argument("--max-attempts", type=int, default=6)
+    ev.add_argument("--max-attempts", type=int, default=6,
+                    help="attempts per request (429, 5xx and connection errors are retried)")
     ev.add_argument("--http-transport", choices=["auto", "lean", "httpx"], default="auto",
                     help="HTTP client under the openai SDK: lean (less CPU per request), httpx "
                     "(the SDK's own; supports proxies), auto: lean unless a proxy applies")
-    ev.add_argument("--dataset-root", default=None, help="the reference's evaluation metadata")
-    ev.add_argument("--replay", default=None, help="JSON file of actions for --agent replay")
+    ev.add_argument("--no-preflight", action="store_true",
+                    help="skip the check of the endpoint (reachable, key accepted, model "
+                    "served) made before the first episode")
+    ev.add_argument("--abort-after", type=int, default=8, metavar="N",
+                    help="stop the run when its first N requests, or N in a row, fail the same "
+                    "way for a reason retries do not cure (0: never); finished episodes are "
+                    "kept for --resume")
+    ev.add_argument("--dataset-root", default=None, metavar="DIR",
+                    help="the reference's published evaluation metadata: "
+                    "DIR/test_set_<split>/<task>__<split>/*.jsonl and "
+                    "DIR/initial_states_<split>/... (default: the shipped splits)")
+    ev.add_argument("--replay", default=None,
+                    help="JSON file of actions for --agent replay (default: none)")
     ev.add_argument("--seed", type=int, default=0, help="seed of the random agent")
-    ev.add_argument("--resume", action="store_true")
+    ev.add_argument("--resume", action="store_true",
+                    help="continue the run in --out (same settings; finished episodes are kept)")
     ev.add_argument("--gifs", type=int, default=None, metavar="N",
                     help="GIFs of the first N episodes of each task and split only (default: all)")
     ev.add_argument("--no-gifs", action="store_true", help="no GIFs (same as --gifs 0)")
@@ -313,19 +539,39 @@ def main(argv=None) -> int:
     gif.add_argument("--seed", type=int, default=0, help="seed of the first episode")
     gif.add_argument("--out", default="results/gifs")
     gif.set_defaults(func=cmd_gifs)
-    lister = sub.add_parser("list", help="list the registered env ids")
-    lister.set_defaults(func=lambda args: print("\n".join(list_envs())) or 0)
+    lister = sub.add_parser("list", help="list the tasks (what --tasks takes) and their env ids")
+    lister.add_argument("--ids", action="store_true",
+                        help="only the registered env ids, one a line")
+    lister.set_defaults(func=cmd_list)
     args = parser.parse_args(argv)
     if (getattr(args, "episodes", None) or 1) < 1:
         parser.error("--episodes must be at least 1")
     for env_id in getattr(args, "envs", "").split(",") if hasattr(args, "envs") else []:
         if env_id not in list_envs():
             parser.error(f"--envs: unknown env id {env_id!r} (see 'visgym list')")
+    from . import agents
+    from .evaluate import RunAborted
+
+    preflight_error = getattr(agents, "PreflightError", ())
     try:
         return args.func(args)
+    except preflight_error as error:
+        print(f"visgym {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except RunAborted as error:
+        print(f"visgym {args.command}: error: stopped: {error}; finished episodes are kept: "
+              "fix the cause and rerun with --resume", file=sys.stderr)
+        return 1
     except ValueError as error:
         print(f"visgym {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        hint = ""
+        out = getattr(args, "out_resolved", None)
+        if args.command == "eval" and out and os.path.exists(os.path.join(out, "episodes.jsonl")):
+            hint = "; finished episodes are kept: fix it and rerun with --resume"
+        print(f"visgym {args.command}: error: {_os_error_text(error)}{hint}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"\nvisgym {args.command}: interrupted; finished episodes are saved "
               "(rerun with --resume to continue)", file=sys.stderr)

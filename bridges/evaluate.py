@@ -13,11 +13,19 @@ announces a cold Numba cache.
 Concurrency: up to ``concurrency`` episodes run at once as asyncio tasks. Episodes of one env id
 share a BatchEnv (one row per episode in flight): a step request parks the episode, and all
 requests that arrive in the same event-loop turn are applied in one ``BatchEnv.step`` call with
-an ``active`` mask. GIFs are written in a background thread, so the event loop keeps serving
-replies.
+an ``active`` mask. GIFs are written in a background thread after their episode's record, so the
+event loop keeps serving replies; GIFs that could not be written are reported once, at the end.
+
+Before the first episode the agent's endpoint is checked (``Agent.preflight``, when asked), and
+nothing is written if it fails. A ``FailureBreaker`` stops a run whose first N requests, or N in
+a row, fail for the same reason (``RunAborted``); the episodes in flight are not recorded.
 
 Resuming: finished episodes are read back from episodes.jsonl (a torn last line from a kill -9
-is ignored) and skipped; every episode is recorded exactly once.
+is ignored) and skipped; every episode is recorded exactly once. The run folder is locked for
+the run; temp files a kill left are removed, and the GIFs of recorded episodes that are missing
+(the GIF thread lags the records, so a kill loses some) are redrawn from the records (init state
+and actions). A resume refused for changed settings names only what changed. An OSError that
+does not name its file is re-raised naming it, for the CLI's one-line message.
 
 Fixed reference quirks (spec 12): the model, endpoint and ablation flags are recorded (4); a
 final-goal solver failure is recorded for that episode instead of aborting the run (9); the GIF
@@ -29,6 +37,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -71,6 +80,9 @@ class EvalConfig:
     resume: bool = False
     progress: bool = True
     processes: int = 1                    # runner processes sharing the episodes
+    budgets: dict | None = None           # {env_id: steps}: per-task budgets (--prompt-from)
+    preflight: bool = False               # check the endpoint before the first episode
+    abort_after: int = 8                  # stop after this many failed requests alike; 0: never
 
     def validate(self) -> None:
         if self.concurrency < 1:
@@ -90,34 +102,123 @@ class EvalConfig:
             raise ValueError(f"--gifs: must be at least 0, got {self.gifs_per_task}")
         if self.max_long_side is not None and self.max_long_side < 16:
             raise ValueError(f"--max-long-side: must be at least 16, got {self.max_long_side}")
+        if self.abort_after < 0:
+            raise ValueError(f"--abort-after: must be 0 (never) or a count, got {self.abort_after}")
+        for env_id, steps in (self.budgets or {}).items():
+            if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+                raise ValueError(f"max_steps: {env_id}: must be a positive integer, got {steps!r}")
 
 
 # ------------------------------------------------------------------------------ output files
+class RunAborted(RuntimeError):
+    """The run stopped before its end for a reason the user must fix (the endpoint fails every
+    request the same way); finished episodes are recorded and ``--resume`` continues."""
+
+
+@contextlib.contextmanager
+def _naming(path) -> object:
+    """Re-raise an OSError that does not name its file (a failed write, fsync or rename) with
+    ``path`` as its filename, so the one-line message at the CLI says which file it was."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is None:
+            raise type(error)(error.errno, error.strerror or str(error), str(path)) from None
+        raise
+
+
 def _fsync_append(path: Path, line: str) -> None:
     """Append one record line durably. Several runner processes may share the file: the line
-    goes out in one locked O_APPEND write, so lines never interleave."""
+    goes out in one locked O_APPEND write, so lines never interleave. A write that fails part
+    of the way (a full disk) is cut back off, so the file never holds half a record."""
     import fcntl
 
     data = line.encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)  # closing releases the lock
+    with _naming(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
+        finally:
+            os.close(fd)  # closing releases the lock
 
 
 def _atomic_write_json(path: Path, data) -> None:
-    atomic_write(path, json.dumps(data, indent=2), fsync=True)
+    with _naming(path):
+        atomic_write(path, json.dumps(data, indent=2), fsync=True)
+
+
+def iter_records(path: Path):
+    """The records of an episodes.jsonl, in file order; torn or garbled lines are skipped."""
+    if not path.exists():
+        return
+    with open(path, "rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                return
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(record, dict) and "key" in record:
+                yield record
+
+
+def remove_stale_temp_files(out: Path) -> int:
+    """Remove the hidden ``.NAME.XXXXXXXX.tmp`` files that an atomic write (bridges/files.py)
+    leaves behind when the process is killed, in the run folder and its GIF folders; return
+    how many. Called while the run holds the folder's lock, so no live writer owns them."""
+    removed = 0
+    folders = [out]
+    gifs = out / "gifs"
+    if gifs.is_dir():
+        folders += [d for d in gifs.iterdir() if d.is_dir()] + [gifs]
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder):
+                if entry.name.startswith(".") and entry.name.endswith(".tmp") and \
+                        entry.is_file(follow_symlinks=False):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+                        removed += 1
+    return removed
+
+
+def _lock_out(out: Path):
+    """Hold an exclusive lock on the run folder for the whole run (two runs appending to one
+    episodes.jsonl would record episodes twice); return the open lock file."""
+    import fcntl
+
+    path = out / ".visgym-eval.lock"
+    with _naming(path):
+        handle = open(path, "a")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise ValueError(f"--out: another visgym eval is running on {out} (wait for it to end, "
+                         "or choose another directory)") from None
+    return handle
 
 
 def read_done_keys(path: Path) -> set:
     """Keys of the episodes already recorded; a torn or garbled line is ignored. A torn tail
     (no final newline) is cut off so the next append starts on a fresh line."""
-    done = set()
+    return set(_read_done(path))
+
+
+def _read_done(path: Path) -> dict:
+    """``{key: success}`` of the episodes already recorded (see ``read_done_keys``)."""
+    done = {}
     if not path.exists():
         return done
     with open(path, "rb") as f:
@@ -131,10 +232,38 @@ def read_done_keys(path: Path) -> set:
         data = data[:cut]
     for line in data.splitlines():
         try:
-            done.add(json.loads(line)["key"])
+            record = json.loads(line)
+            key = record["key"]
         except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
             continue
+        if isinstance(key, str):
+            done.setdefault(key, record.get("success") is True)
     return done
+
+
+def _short(value, limit: int = 60) -> str:
+    return shorten(repr(value), limit)
+
+
+def _differences(name: str, before, after) -> list[str]:
+    """``name value (now value)`` for each leaf where two run.json values differ (the keys of
+    a dict one by one, so a message names only what changed)."""
+    if before == after:
+        return []
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for key in sorted(set(before) | set(after), key=str):
+            out += _differences(f"{name}.{key}", before.get(key), after.get(key))
+        return out
+    if isinstance(before, list) and isinstance(after, list) and \
+            all(isinstance(v, str) for v in before + after):
+        gone = [v for v in before if v not in after]
+        new = [v for v in after if v not in before]
+        parts = ([f"without {', '.join(gone)}"] if gone else []) + \
+                ([f"with {', '.join(new)}"] if new else [])
+        if parts:
+            return [f"{name} {_short(before)} (now {' and '.join(parts)})"]
+    return [f"{name} {_short(before)} (now {_short(after)})"]
 
 
 def _git_commit() -> str | None:
@@ -228,9 +357,11 @@ class Progress:
     successes: int = 0
     requests: int = 0
     errors: int = 0
+    last_error: str | None = None         # the server's text of the latest failed request
     started: float = field(default_factory=time.perf_counter)
     enabled: bool = True
     _last: float = 0.0
+    _width: int = 0
 
     def show(self, force: bool = False) -> None:
         if not self.enabled:
@@ -241,12 +372,81 @@ class Progress:
         self._last = now
         elapsed = max(now - self.started, 1e-9)
         rate = self.successes / self.done * 100 if self.done else 0.0
-        sys.stderr.write(f"\r  episodes {self.done}/{self.total}  success {rate:5.1f}%  "
-                         f"requests/s {self.requests / elapsed:6.1f}  errors {self.errors}  "
-                         f"{elapsed:6.0f}s")
+        line = (f"  episodes {self.done}/{self.total}  success {rate:5.1f}%  "
+                f"requests/s {self.requests / elapsed:6.1f}  errors {self.errors}  "
+                f"{elapsed:6.0f}s")
+        if self.last_error:
+            line += f"  last error: {shorten(self.last_error, 70)}"
+        # Pad over what a longer previous line left on the terminal.
+        sys.stderr.write("\r" + line.ljust(self._width))
+        self._width = len(line)
         sys.stderr.flush()
         if force:
             sys.stderr.write("\n")
+
+
+def shorten(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters (whitespace collapsed, "..." where cut)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def failure_reason(reply) -> str | None:
+    """The server's reason for a request that failed (a reply flagged "error" that is not a
+    context-length end, which is the episode's own outcome), or None for an answer."""
+    if reply.flag != "error" or reply.fatal is not None:
+        return None
+    return shorten(reply.error or reply.text or "unknown error", 300)
+
+
+def _reason_key(reason: str) -> str:
+    """Failures are "the same" when their texts differ only in numbers (request ids, token
+    counts, times)."""
+    import re
+
+    return re.sub(r"[0-9a-fA-F]*[0-9][0-9a-fA-F]*", "#", reason)
+
+
+class FailureBreaker:
+    """Stops a run that cannot succeed: when its first ``limit`` requests all failed for the
+    same reason (any reason: nothing has worked yet, so the set-up is wrong), or when ``limit``
+    requests in a row failed for the same permanent reason (an error that a retry does not
+    cure: a 4xx answer such as an unknown model or a bad request). Transient failures later in
+    a run (5xx, timeouts after every retry) never trip it: servers have bad minutes."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.answered = False      # some request of this run got an answer
+        self.key = None
+        self.count = 0
+
+    def observe(self, reply) -> str | None:
+        """Count one finished request; return the reason the run must stop, or None."""
+        if not self.limit:
+            return None
+        reason = failure_reason(reply)
+        if reason is None:
+            self.answered = True
+            self.key, self.count = None, 0
+            return None
+        if self.answered and not _is_permanent(reply):
+            self.key, self.count = None, 0
+            return None
+        key = _reason_key(reason)
+        if key == self.key:
+            self.count += 1
+        else:
+            self.key, self.count = key, 1
+        if self.count < self.limit:
+            return None
+        which = f"the first {self.limit}" if not self.answered else f"{self.limit} in a row"
+        return f"{which} requests failed the same way: {shorten(reason, 200)}"
+
+
+def _is_permanent(reply) -> bool:
+    """Whether a failed request's error is one that retrying does not cure, as the agent
+    classified it (``Reply.transient`` False: a 4xx answer, a malformed chat completion)."""
+    return getattr(reply, "transient", None) is False
 
 
 class Runner:
@@ -263,8 +463,12 @@ class Runner:
         # encoding runs inline: a thread hand-off per observation cost more than the ~0.2 ms
         # encode and lowered throughput at high concurrency, measured 0.37 -> 0.41 of ideal.)
         self._gif_pool = ProcessThreadPool(1, "visgym-gif")
+        self._gif_jobs: list = []
+        self._gif_failures: list = []     # (path, reason) of the GIFs that could not be written
+        self._replay_envs: dict[tuple, object] = {}   # used by the GIF thread only
         self._steppers: dict[tuple, TaskStepper] = {}
         self._goal_envs: dict[tuple, object] = {}
+        self._breaker = FailureBreaker(config.abort_after)
         self.overhead_s = 0.0
         self.overhead_steps = 0
 
@@ -273,7 +477,7 @@ class Runner:
         from .. import __version__
 
         cfg = asdict(self.config)
-        for k in ("out", "resume", "progress"):
+        for k in ("out", "resume", "progress", "preflight"):
             cfg.pop(k)
         return {**self.agent.describe(), **self.provenance, "split": self.config.split,
                 "settings": cfg, "tasks": sorted({e.task for e in self.episodes}),
@@ -281,44 +485,80 @@ class Runner:
                 "episodes": len(self.episodes), "package_version": __version__,
                 "git_commit": _git_commit(), "host": socket.gethostname()}
 
-    def _prepare_out(self) -> set:
-        self.out.mkdir(parents=True, exist_ok=True)
+    # What decides the results must match on a resume; these settings may change.
+    FREE_SETTINGS = ("concurrency", "gifs", "gifs_per_task", "processes", "abort_after")
+    RESUME_KEYS = ("agent", "model", "endpoint", "split", "settings", "tasks", "generation",
+                   "dataset")
+
+    def _check_out(self) -> tuple[dict, dict | None]:
+        """Read, without changing anything, whether the run folder may be used: a folder
+        holding a run needs ``--resume``, and a resume must agree with its run.json on what
+        decides the results. Returns this run's provenance and the old run.json (or None)."""
         run_path = self.out / "run.json"
         info = self._run_info()
-        done = set()
-        if self.records_path.exists() or run_path.exists():
-            if not self.config.resume:
-                raise ValueError(f"--out: {self.out} already holds a run; pass --resume to "
-                                 "continue it or choose another directory")
-            if run_path.exists():
-                with open(run_path) as f:
-                    old = json.load(f)
-                # What decides the results must match; concurrency and GIFs may change.
-                free = ("concurrency", "gifs", "gifs_per_task", "processes")
-                changed = [f"{env_id} version {v} (now {info['task_versions'].get(env_id)})"
-                           for env_id, v in sorted(old.get("task_versions", {}).items())
-                           if info["task_versions"].get(env_id, v) != v]
-                if changed:
-                    raise ValueError(f"--resume: {run_path} was made with a different task "
-                                     f"version: {', '.join(changed)}; the recorded episodes "
-                                     "are not comparable (start a new run)")
-                for key in ("agent", "model", "endpoint", "split", "settings", "tasks",
-                            "generation", "dataset"):
-                    if key == "settings":
-                        same = ({k: v for k, v in old.get(key, {}).items() if k not in free}
-                                == {k: v for k, v in info.get(key, {}).items() if k not in free})
-                    else:
-                        same = key not in old or old.get(key) == info.get(key)
-                    if not same:
-                        raise ValueError(f"--resume: {run_path} was made with a different {key} "
-                                         f"({old.get(key)!r}, now {info.get(key)!r})")
-                info["started"] = old.get("started")
-                info["resumed"] = old.get("resumed", 0) + 1
-            done = read_done_keys(self.records_path)
+        if self.out.exists() and not self.out.is_dir():
+            raise NotADirectoryError(20, os.strerror(20), str(self.out))
+        if not (self.records_path.exists() or run_path.exists()):
+            return info, None
+        if not self.config.resume:
+            raise ValueError(f"--out: {self.out} already holds a run; pass --resume to "
+                             "continue it or choose another directory")
+        if not run_path.exists():
+            return info, None
+        try:
+            with open(run_path, encoding="utf-8") as f:
+                old = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"--resume: {run_path} is not valid JSON ({e}); it cannot tell "
+                             "what the run was made with") from None
+        if not isinstance(old, dict):
+            raise ValueError(f"--resume: {run_path} is not a JSON object")
+        changed = [f"{env_id} version {v} (now {info['task_versions'].get(env_id)})"
+                   for env_id, v in sorted((old.get("task_versions") or {}).items())
+                   if info["task_versions"].get(env_id, v) != v]
+        if changed:
+            raise ValueError(f"--resume: {run_path} was made with a different task "
+                             f"version: {', '.join(changed)}; the recorded episodes "
+                             "are not comparable (start a new run)")
+        differences = []
+        defaults = asdict(EvalConfig(out=""))
+        for key in self.RESUME_KEYS:
+            if key not in old:
+                continue
+            if key == "settings":
+                was, now = old.get(key) or {}, info.get(key) or {}
+                for name in sorted(set(was) | set(now)):
+                    if name in self.FREE_SETTINGS:
+                        continue
+                    # A setting added since the run was made counts as its default then.
+                    before = was.get(name, defaults.get(name))
+                    after = now.get(name, defaults.get(name))
+                    if before != after:
+                        differences.append(f"{name} {_short(before)} (now {_short(after)})")
+            else:
+                differences += _differences(key, old.get(key), info.get(key))
+        if differences:
+            raise ValueError(f"--resume: {run_path} was made with other settings: "
+                             f"{'; '.join(differences)} (resume with the same options, or "
+                             "start a new run in another --out)")
+        return info, old
+
+    def _prepare_out(self, info: dict, old: dict | None) -> dict:
+        """Take the run folder: create it, lock it, clean what a killed run left (temp files),
+        read the finished episodes and write run.json."""
+        with _naming(self.out):
+            self.out.mkdir(parents=True, exist_ok=True)
+        self._lock = _lock_out(self.out)
+        remove_stale_temp_files(self.out)
+        done = _read_done(self.records_path)
+        self._done_successes = sum(done.get(e.key, False) for e in self.episodes)
+        if old is not None:
+            info["started"] = old.get("started")
+            info["resumed"] = old.get("resumed", 0) + 1
         info.setdefault("started", None)
         info["started"] = info["started"] or datetime.now(timezone.utc).isoformat()
         info["finished"] = None
-        _atomic_write_json(run_path, info)
+        _atomic_write_json(self.out / "run.json", info)
         self._info = info
         return done
 
@@ -331,7 +571,9 @@ class Runner:
         return self._steppers[key]
 
     def _budget(self, episode: EpisodeSpec) -> int:
-        return self.config.max_steps or env_spec(episode.env_id).default_max_steps
+        budgets = self.config.budgets or {}
+        return (budgets.get(episode.env_id) or self.config.max_steps
+                or env_spec(episode.env_id).default_max_steps)
 
     def _goal_frame(self, episode: EpisodeSpec, state: dict):
         """The solved configuration's frame, found as the reference does: replay the default
@@ -428,6 +670,14 @@ class Runner:
                 reply = await self.agent.act(Turn(agent_episode, i, list(messages), text, frame))
                 t1 = time.perf_counter()
                 self.progress.requests += reply.attempts
+                reason = failure_reason(reply)
+                if reason is not None:
+                    self.progress.last_error = reason
+                stop = self._breaker.observe(reply)
+                if stop is not None:
+                    # This episode is not recorded (nor are the others in flight): a resume
+                    # plays them again from the start.
+                    raise RunAborted(stop)
                 messages.append({"role": "assistant", "content": reply.text})
                 action = extract_action(reply.text, cfg.elicit_verbalization)
                 self.overhead_s += time.perf_counter() - t1
@@ -477,7 +727,7 @@ class Runner:
                           elapsed_s=round(time.perf_counter() - t_start, 3),
                           usage=usage_total if have_usage else None, steps_log=steps_log)
             if gif and frames:
-                self._schedule_gif(record, frames)
+                record["_frames"] = frames   # the GIF is queued once the record is written
             return record
         finally:
             stepper.release(slot)
@@ -491,25 +741,101 @@ class Runner:
         env.reset(seeds=[episode.episode_seed % 2**64], init_states=[episode.init_state])
         return env.solve()[0]
 
-    def _schedule_gif(self, record: dict, frames: list) -> None:
-        from .gifs import write_episode_gif
+    # -- GIFs ---------------------------------------------------------------------------
+    def _gif_wanted(self, record: dict) -> bool:
+        cfg = self.config
+        return bool(cfg.gifs and (cfg.gifs_per_task is None or record["index"] < cfg.gifs_per_task)
+                    and record.get("steps_log") and record.get("end_reason") != "goal_failed")
 
+    def gif_path(self, record: dict) -> Path:
         folder = self.out / "gifs" / f"{record['task']}__{record['split']}"
-        name = f"{record['index']:03d}_seed{record['episode_seed']}_r{record['reward']:.3f}.gif"
-        captions = []
-        for entry in record["steps_log"]:
-            captions.append([f"step {entry['step']}", f"action: {entry['action']}",
-                             f"feedback: {entry['feedback']}"])
+        return folder / (f"{record['index']:03d}_seed{record['episode_seed']}"
+                         f"_r{record['reward']:.3f}.gif")
+
+    @staticmethod
+    def _gif_captions(record: dict) -> list:
+        captions = [[f"step {entry['step']}", f"action: {entry['action']}",
+                     f"feedback: {entry['feedback']}"] for entry in record["steps_log"]]
         captions.append([f"final state after {record['steps']} steps",
                          f"reward={record['reward']:.3f} ({record['end_reason']})"])
-        frames = frames[: len(captions)]
-        captions = captions[: len(frames)]
+        return captions
+
+    def _schedule_gif(self, record: dict, frames: list | None) -> None:
+        """Write the episode's GIF in the GIF thread; with ``frames`` None the frames are
+        replayed from the record (its init state and actions), as a resume does for the GIFs
+        a killed run never wrote."""
+        path = self.gif_path(record)
+        captions = self._gif_captions(record)
+        make_kwargs = record.pop("_make_kwargs", None) or {}
 
         def write():
-            folder.mkdir(parents=True, exist_ok=True)
-            write_episode_gif(str(folder / name), frames, captions)
+            from .gifs import write_episode_gif
+
+            try:
+                shown = frames if frames is not None else self._replay_frames(record, make_kwargs)
+                shown = shown[: len(captions)]
+                with _naming(path.parent):
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                write_episode_gif(str(path), shown, captions[: len(shown)])
+            except Exception as error:  # noqa: BLE001 - a GIF never costs the run
+                self._gif_failures.append((path, f"{type(error).__name__}: {error}"))
+                return
+            if not path.exists():   # write_episode_gif logged why (counted by _GifLog)
+                self._gif_failures.append((path, None))
 
         self._gif_jobs.append(self._gif_pool.submit(write))
+
+    def _replay_frames(self, record: dict, make_kwargs: dict) -> list:
+        """The frames an episode showed, rebuilt from its record: the init state, then one
+        frame after each recorded action (the env is deterministic given both)."""
+        key = (record["env_id"], json.dumps(make_kwargs, sort_keys=True))
+        env = self._replay_envs.get(key)
+        if env is None:
+            env = self._replay_envs[key] = make(record["env_id"], num_envs=1,
+                                                autoreset="disabled", max_steps=None,
+                                                **make_kwargs)
+        env.reset(seeds=[int(record["episode_seed"]) % 2**64],
+                  init_states=[record["init_state"]])
+        frames = [env.frames[0].copy()]
+        for entry in record["steps_log"]:
+            env.step([entry["action"]])
+            frames.append(env.frames[0].copy())
+        return frames
+
+    def _schedule_missing_gifs(self) -> int:
+        """Queue the GIFs of recorded episodes that are missing (a kill -9 or a full disk
+        lost them before they were written); return how many."""
+        if not self.config.gifs:
+            return 0
+        kwargs = {e.key: e.make_kwargs for e in self.episodes}
+        missing = 0
+        for record in iter_records(self.records_path):
+            try:
+                if not self._gif_wanted(record) or self.gif_path(record).exists():
+                    continue
+            except (KeyError, TypeError, ValueError):
+                continue   # a record of another layout: nothing to draw it from
+            keep = {k: record[k] for k in ("key", "env_id", "task", "split", "index",
+                                           "episode_seed", "init_state", "reward", "steps",
+                                           "end_reason") if k in record}
+            keep["steps_log"] = [{k: e.get(k) for k in ("step", "action", "feedback")}
+                                 for e in record["steps_log"]]
+            keep["_make_kwargs"] = kwargs.get(record["key"], {})
+            self._schedule_gif(keep, None)
+            missing += 1
+        return missing
+
+    def _report_gif_failures(self, log: "_GifLog") -> None:
+        failures = self._gif_failures
+        if not failures:
+            return
+        # bridges/gifs.py logs "could not write episode GIF PATH: Error: text": keep the cause.
+        reasons = [r for _, r in failures if r] + [m.split(".gif: ", 1)[-1] for m in log.messages]
+        first = shorten(reasons[0], 120) if reasons else "unknown reason"
+        self._info["gifs_missing"] = len(failures)
+        sys.stderr.write(f"eval: {len(failures)} GIF(s) not written ({first}), e.g. "
+                         f"{failures[0][0]}; the episodes are recorded, and --resume writes the "
+                         "missing GIFs\n")
 
     # -- the whole run ------------------------------------------------------------------
     async def _execute(self, todo: list, claim=None) -> dict:
@@ -518,7 +844,6 @@ class Runner:
         shared, so a process that starts late or gets short episodes simply takes more."""
         if claim is None:
             claim = iter(range(len(todo))).__next__
-        self._gif_jobs = []
         by_task: dict[tuple, list] = {}
         for e in todo:
             by_task.setdefault((e.env_id, json.dumps(e.make_kwargs, sort_keys=True)), []).append(e)
@@ -529,9 +854,12 @@ class Runner:
             key = (episode.env_id, json.dumps(episode.make_kwargs, sort_keys=True))
             stepper = self._stepper(episode, slots_needed[key], self._budget(episode))
             record = await self.run_episode(episode, stepper)
+            frames = record.pop("_frames", None)
             line = json.dumps(record, separators=(",", ":"), default=_json_default) + "\n"
             async with write_lock:
                 _fsync_append(self.records_path, line)
+            if frames:
+                self._schedule_gif(record, frames)
             self.progress.done += 1
             self.progress.successes += bool(record["success"])
             self.progress.show()
@@ -548,32 +876,71 @@ class Runner:
 
         tasks = [asyncio.ensure_future(worker())
                  for _ in range(min(self.config.concurrency, len(todo)))]
+        completed = False
         try:
             await asyncio.gather(*tasks)
+            completed = True
         finally:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if not completed:
+                # Interrupted or aborted: only the GIF being written is finished; the queued
+                # ones are written by the resume, which finds them missing.
+                for job in self._gif_jobs:
+                    job.cancel()
             for job in self._gif_jobs:
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(BaseException):
                     job.result()
             self._gif_pool.shutdown(wait=True)
-            await self.agent.aclose()
+            await self._close_agent()
         return {"overhead_s": self.overhead_s, "steps": self.overhead_steps,
                 "step_calls": sum(s.calls for s in self._steppers.values()),
                 "requests": self.progress.requests, "errors": self.progress.errors}
 
     async def run_share(self) -> dict:
-        """A child process's part of a multi-process run: no output set-up, no summaries."""
+        """A child process's part of a multi-process run: no output set-up, no summaries; the
+        GIFs it could not write are handed to the parent, which reports them once."""
         self.progress = Progress(total=len(self.episodes), enabled=False)
-        return await self._execute(self.episodes, _claim_shared)
+        with _GifLog() as log:
+            result = await self._execute(self.episodes, _claim_shared)
+        result["gif_failures"] = [(str(path), reason) for path, reason in self._gif_failures]
+        result["gif_messages"] = log.messages
+        return result
+
+    async def _preflight(self) -> None:
+        """The agent's own check of its endpoint (reachable, key accepted, model served), run
+        before anything is written; agents without an endpoint have none."""
+        check = getattr(self.agent, "preflight", None)
+        if self.config.preflight and check is not None:
+            # The first turn holds two images with --final-goal; text mode sends none.
+            await check(images=0 if self.config.text_mode else 2)
+
+    async def _close_agent(self) -> None:
+        if not getattr(self, "_agent_closed", False):
+            self._agent_closed = True
+            await self.agent.aclose()
 
     async def run(self) -> dict:
-        done = self._prepare_out()
-        todo = [e for e in self.episodes if e.key not in done]
+        self._gif_log = gif_log = _GifLog()
+        try:
+            info, old = self._check_out()
+            await self._preflight()
+            done = self._prepare_out(info, old)
+            todo = [e for e in self.episodes if e.key not in done]
+            with gif_log:
+                paths = await self._run_todo(todo)
+        finally:
+            await self._close_agent()
+            lock = getattr(self, "_lock", None)
+            if lock is not None:
+                lock.close()
+        return paths
+
+    async def _run_todo(self, todo: list) -> dict:
         self._warm_up(todo)
         self.progress = Progress(total=len(self.episodes), done=len(self.episodes) - len(todo),
-                                 enabled=self.config.progress)
+                                 successes=self._done_successes, enabled=self.config.progress)
         processes = min(self.config.processes, max(1, len(todo)))
         children, pool, watcher, claim = [], None, None, None
         if processes > 1:
@@ -598,16 +965,44 @@ class Runner:
                                                         self.provenance))
                         for _ in range(processes - 1)]
             watcher = asyncio.ensure_future(self._watch_records(len(self.episodes) - len(todo)))
+        # Queued after the runner processes are forked (no thread busy across a fork); the
+        # GIF thread draws them while the episodes run.
+        missing = self._schedule_missing_gifs()
+        if missing and self.config.progress:
+            sys.stderr.write(f"eval: writing {missing} GIF(s) of recorded episodes that an "
+                             "earlier run left unwritten\n")
         totals = {"overhead_s": 0.0, "steps": 0, "step_calls": 0}
+        parts = [asyncio.ensure_future(self._execute(todo, claim)), *children]
+        results = None
         try:
-            results = [await self._execute(todo, claim)]
-            results += await asyncio.gather(*children)
+            # A part that fails (an aborted run, a full disk) stops the others at once.
+            finished, _ = await asyncio.wait(parts, return_when=asyncio.FIRST_EXCEPTION)
+            for part in finished:
+                if part.exception() is not None:
+                    raise part.exception()
+            results = [part.result() for part in parts]
         finally:
+            for part in parts:
+                part.cancel()
+            await asyncio.gather(*parts, return_exceptions=True)
             if watcher is not None:
                 watcher.cancel()
             if pool is not None:
+                if results is None:
+                    # Stopping early: the other runner processes stop too (at most the record
+                    # being appended is torn, and a resume cuts a torn tail off), instead of
+                    # playing the rest of the run before this process may exit.
+                    for child in list((getattr(pool, "_processes", None) or {}).values()):
+                        with contextlib.suppress(Exception):
+                            child.terminate()
                 pool.shutdown(wait=False, cancel_futures=True)
             self.progress.show(force=True)
+            if results is None:   # stopping early: say now which GIFs are missing
+                self._report_gif_failures(self._gif_log)
+        for r in results[1:]:
+            self._gif_failures += [(Path(path), reason) for path, reason in r["gif_failures"]]
+            self._gif_log.messages += r["gif_messages"]
+        self._report_gif_failures(self._gif_log)
         for r in results:
             for k in totals:
                 totals[k] += r[k]
@@ -617,10 +1012,13 @@ class Runner:
         self._info["step_calls"] = totals["step_calls"]
         self._info["steps"] = totals["steps"]
         self._info["processes"] = processes
+        self._info["errors"] = error_summary(iter_records(self.records_path))
         _atomic_write_json(self.out / "run.json", self._info)
         from .report import write_summary
 
-        return write_summary(str(self.out))
+        with _naming(self.out):
+            paths = write_summary(str(self.out))
+        return {**paths, "errors": self._info["errors"]}
 
     def _warm_up(self, todo: list) -> None:
         """Every env id's code paths once, before the first episode and before any runner
@@ -636,8 +1034,10 @@ class Runner:
                         text_mode=self.config.text_mode, announce=self.config.progress)
 
     async def _watch_records(self, already_done: int) -> None:
-        """With several processes, progress counts the records file every half second."""
-        offset, done, successes = 0, already_done, 0
+        """With several processes, progress counts the records file every half second (the
+        records appended since the run started: the earlier ones are ``already_done``)."""
+        offset = self.records_path.stat().st_size if self.records_path.exists() else 0
+        done, successes = already_done, self._done_successes
         while True:
             await asyncio.sleep(0.5)
             with contextlib.suppress(OSError):
@@ -653,6 +1053,57 @@ class Runner:
             self.progress.done = done
             self.progress.successes = successes
             self.progress.show()
+
+
+class _GifLog(logging.Filter):
+    """While a run lasts, the warnings bridges/gifs.py logs from the GIF thread (one per GIF
+    that could not be written) are kept instead of printed: the run reports them once."""
+
+    def __init__(self):
+        super().__init__()
+        self.messages: list[str] = []
+        self._logger = logging.getLogger(__name__.rsplit(".", 1)[0] + ".gifs")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.threadName.startswith("visgym-gif"):
+            self.messages.append(record.getMessage())
+            return False
+        return True
+
+    def __enter__(self):
+        self._logger.addFilter(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._logger.removeFilter(self)
+
+
+def error_summary(records) -> dict:
+    """Per ``task/split``: the failed requests of its episodes (replies flagged "error") and the
+    most common server error among them, ``{"errors": n, "most_common": text, "count": k}``;
+    tasks without errors are left out."""
+    from collections import Counter
+
+    by_task: dict = {}
+    for record in records:
+        name = f"{record.get('task')}/{record.get('split')}"
+        for entry in record.get("steps_log") or ():
+            if entry.get("reply_flag") != "error":
+                continue
+            by_task.setdefault(name, Counter())[shorten(entry.get("error") or entry.get("reply")
+                                                        or "unknown error", 300)] += 1
+    out = {}
+    for name in sorted(by_task):
+        counts = by_task[name]
+        text, count = counts.most_common(1)[0]
+        out[name] = {"errors": sum(counts.values()), "most_common": text, "count": count}
+    return out
+
+
+def error_lines(errors: dict) -> list[str]:
+    """The summary's lines for ``error_summary``: one per task with failed requests."""
+    return [f"{name}: {e['errors']} failed request(s); most common ({e['count']}x): "
+            f"{shorten(e['most_common'], 160)}" for name, e in errors.items()]
 
 
 _CLAIM: dict = {}
@@ -675,14 +1126,12 @@ def _claim_shared():
 
 def _child_init(counter, total: int) -> None:
     """Runner children die with their parent (a kill -9 of the parent must not leave them
-    writing records that a resumed run would repeat) and share its episode counter."""
-    import signal
+    writing records that a resumed run would repeat; bridges/pools.die_with_parent, shared with
+    the demonstration workers) and share its episode counter."""
+    from .pools import die_with_parent
 
     _claim_init(counter, total)
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    die_with_parent()
 
 
 def _run_share(spec, config: EvalConfig, episodes: list, provenance: dict) -> dict:

@@ -141,6 +141,8 @@ class VisGymVectorEnv(VectorEnv):
 
     def __init__(self, env_id: str, num_envs: int = 1, max_steps: int | None | str = "default",
                  render_mode: str | None = "rgb_array", **params):
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode: expected 'rgb_array' or None, got {render_mode!r}")
         seed = params.pop("seed", None)
         self.env_id = env_id
         self.batch = registry.make(env_id, num_envs, max_steps=_budget(env_id, max_steps),

@@ -249,3 +249,109 @@ def test_run_json_records_task_versions_and_resume_refuses_a_changed_one(tmp_pat
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert info["task_versions"] == {"maze_2d/easy": family.version - 1}
     assert error is not None and "--resume" in error and "maze_2d/easy version" in error
+
+
+def test_resume_names_only_the_settings_that_changed(tmp_path, monkeypatch):
+    error = _resume_pair(tmp_path, monkeypatch, {"generation": {"temperature": 0.0}},
+                         {"config": {"history": 2, "max_long_side": 200},
+                          "generation": {"temperature": 1.0}})
+    assert error is not None and "\n" not in error and error.startswith("--resume:")
+    assert "history -1 (now 2)" in error and "max_long_side 336 (now 200)" in error, error
+    assert "generation.temperature 0.0 (now 1.0)" in error, error
+    for unchanged in ("text_mode", "include_feedback", "max_tokens", "top_p", "concurrency",
+                      "final_goal"):
+        assert unchanged not in error, error
+
+
+def test_resume_accepts_a_run_made_before_a_setting_existed(tmp_path, monkeypatch):
+    """A run.json written before a setting was added (here: the per-task budgets and the
+    circuit breaker's limit) resumes when the setting is at its default."""
+    path = tmp_path / "run" / "run.json"
+
+    def drop_new_settings():
+        info = json.loads(path.read_text())
+        for key in ("budgets", "abort_after"):
+            info["settings"].pop(key)
+        path.write_text(json.dumps(info))
+
+    assert _resume_pair(tmp_path, monkeypatch, {}, {}, between=drop_new_settings) is None
+    error = _resume_pair(tmp_path / "again", monkeypatch, {},
+                         {"config": {"budgets": {"maze_2d/easy": 3}}}, between=None)
+    assert error is not None and "budgets None (now {'maze_2d/easy': 3})" in error, error
+
+
+def gif_names(recs):
+    return {f"{r['task']}__{r['split']}/{r['index']:03d}_seed{r['episode_seed']}"
+            f"_r{r['reward']:.3f}.gif" for r in recs}
+
+
+def test_kill9_then_resume_writes_every_missing_gif(tmp_path, start):
+    """The GIF thread runs behind the records, so a kill -9 loses the GIFs of recorded
+    episodes; --resume redraws them from the records (init state and actions), removes the
+    temp files the kill left, and every recorded episode ends with its GIF."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "visgym.bridges.cli", "eval", "--tasks", "maze_2d,sliding_block",
+           "--episodes", "6", "--concurrency", "2", "--quiet", "--out", str(out)]
+    victim = start(cmd, tmp_path)
+    wait_for_records(victim, out, 4)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=30)
+    before = [json.loads(line) for line in lines(out) if line.strip()]
+    written = {str(p.relative_to(out / "gifs")) for p in out.rglob("*.gif")} \
+        if (out / "gifs").exists() else set()
+    assert gif_names(before) - written, "the kill lost no GIF: the test proves nothing"
+    stale = out / "gifs" / "maze_2d__easy" / ".000_seed1_r1.000.gif.0123abcd.tmp"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_bytes(b"")                     # what a kill inside an atomic write leaves
+
+    resumed = run(cmd + ["--resume"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    recs = records(out)
+    assert sorted(r["key"] for r in recs) == sorted(
+        [f"maze_2d/easy#{i}" for i in range(6)] + [f"sliding_block/easy#{i}" for i in range(6)])
+    gifs = {str(p.relative_to(out / "gifs")): p for p in out.rglob("*.gif")}
+    assert set(gifs) == gif_names(recs)
+    assert not list(out.rglob("*.tmp")) and not list(out.rglob(".*.tmp"))
+    from PIL import Image
+
+    by_name = {name: r for r in recs for name in gif_names([r])}
+    for name, path in gifs.items():
+        with Image.open(path) as gif:
+            assert gif.n_frames == by_name[name]["steps"] + 1, name
+
+
+def _solver_run(out, resume=False, episodes=3):
+    from visgym.bridges.agents import make_agent
+    from visgym.bridges.evaluate import EvalConfig, run_eval
+    from visgym.bridges.splits import load_split
+
+    run_eval(make_agent("solver"), EvalConfig(out=str(out), progress=False, resume=resume),
+             load_split("maze_2d", "easy")[:episodes])
+
+
+def test_resume_redraws_missing_gifs_byte_for_byte(tmp_path):
+    out = tmp_path / "run"
+    _solver_run(out)
+    written = {p.name: p.read_bytes() for p in out.rglob("*.gif")}
+    assert len(written) == 3
+    for path in list(out.rglob("*.gif"))[:2]:
+        path.unlink()
+    _solver_run(out, resume=True)
+    assert {p.name: p.read_bytes() for p in out.rglob("*.gif")} == written
+    assert len(records(out)) == 3
+
+
+def test_a_second_run_on_the_same_folder_is_refused(tmp_path):
+    from visgym.bridges.evaluate import _lock_out
+
+    out = tmp_path / "run"
+    _solver_run(out, episodes=1)
+    held = _lock_out(out)        # as a run still going would hold it
+    try:
+        with pytest.raises(ValueError, match="another visgym eval is running"):
+            _solver_run(out, resume=True, episodes=2)
+    finally:
+        held.close()
+    assert len(records(out)) == 1
+    _solver_run(out, resume=True, episodes=2)
+    assert len(records(out)) == 2
