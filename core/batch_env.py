@@ -19,8 +19,10 @@ import numpy as np
 from .family import SUCCESS_MESSAGE, Family, copy_state
 from .grammar import IGNORED, ActionBatch
 from .seeding import check_seeds, draw_seeds, next_seeds
+from .validate import describe, integer, is_integer, one_of, optional_integer
 
 AUTORESET_MODES = ("next_step", "disabled")
+MAX_PLAN_STEPS = 100_000   # solve(num_steps=...) at most: a plan is a list of strings
 
 
 def _physical_memory() -> int | None:
@@ -47,16 +49,10 @@ class BatchEnv:
 
     def __init__(self, family: Family, num_envs: int = 1, *, max_steps: int | None = 20,
                  autoreset: str = "next_step", seed: int | None = None, env_id: str | None = None):
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
-            raise ValueError(f"num_envs: expected a positive integer, got {num_envs!r}")
-        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(
-                max_steps, (int, np.integer)) or max_steps < 1):
-            raise ValueError(f"max_steps: expected a positive integer or None, got {max_steps!r}")
-        if autoreset not in AUTORESET_MODES:
-            raise ValueError(f"autoreset: expected one of {AUTORESET_MODES}, got {autoreset!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
-                                 or seed < 0):
-            raise ValueError(f"seed: expected a non-negative integer or None, got {seed!r}")
+        num_envs = integer("num_envs", num_envs, 1)
+        max_steps = optional_integer("max_steps", max_steps, 1)
+        one_of("autoreset", autoreset, AUTORESET_MODES)
+        seed = optional_integer("seed", seed, 0)
         self.family = family
         self.params = family.params
         self.env_id = env_id
@@ -95,27 +91,23 @@ class BatchEnv:
         the env's ``seed``). ``rows`` restarts only those episodes of the batch (seeds and
         init_states then have one entry per row) and leaves the others running. Returns
         (frames, info). Nothing changes if an argument is invalid."""
-        if rows is None:
-            rows_arr = self._all_rows
-        else:
-            rows_arr = np.asarray(rows, dtype=np.int64).reshape(-1)
-            if rows_arr.size == 0 or rows_arr.min() < 0 or rows_arr.max() >= self.num_envs or (
-                    np.unique(rows_arr).size != rows_arr.size):
-                raise ValueError(f"rows: expected distinct episode indices in [0, {self.num_envs})")
+        rows_arr = self._all_rows if rows is None else self._rows_arg(rows, distinct=True)
         count = rows_arr.shape[0]
-        if seeds is None:
-            seed_arr = draw_seeds(self._seed_seq, count)
-        else:
-            seed_arr = check_seeds(seeds, count)
+        seed_arr = None if seeds is None else check_seeds(seeds, count)
         if init_states is not None:
-            if isinstance(init_states, dict) or len(init_states) != count:
-                raise ValueError(
-                    f"init_states: expected a list of {count} dicts (one per episode)")
+            if not isinstance(init_states, (list, tuple)) or len(init_states) != count:
+                raise ValueError(f"init_states: expected a list of {count} dicts (one per "
+                                 f"episode), got {describe(init_states)}")
             staged = self.family.new_state(count)
             self.family.load_rows(staged, np.arange(count, dtype=np.int64), list(init_states))
+            # Seeds are drawn only once the states loaded, so a refused call changes nothing.
+            if seed_arr is None:
+                seed_arr = draw_seeds(self._seed_seq, count)
             for dst, src in zip(self.state, staged):
                 dst[rows_arr] = src
         else:
+            if seed_arr is None:
+                seed_arr = draw_seeds(self._seed_seq, count)
             self.family.reset_rows(self.state, rows_arr, seed_arr)
         self.seeds[rows_arr] = seed_arr
         self.steps[rows_arr] = 0
@@ -235,15 +227,8 @@ class BatchEnv:
         strategies = self.family.solver_strategies
         if strategy is not None and strategies and strategy not in strategies:
             raise ValueError(f"strategy: expected one of {tuple(strategies)}, got {strategy!r}")
-        if num_steps is not None and (isinstance(num_steps, bool) or not isinstance(
-                num_steps, (int, np.integer)) or num_steps < 1):
-            raise ValueError(f"num_steps: expected a positive integer or None, got {num_steps!r}")
-        if rows is None:
-            rows_arr = self._all_rows
-        else:
-            rows_arr = np.asarray(rows, dtype=np.int64).reshape(-1)
-            if rows_arr.size and (rows_arr.min() < 0 or rows_arr.max() >= self.num_envs):
-                raise ValueError(f"rows: expected episode indices in [0, {self.num_envs})")
+        num_steps = optional_integer("num_steps", num_steps, 1, MAX_PLAN_STEPS)
+        rows_arr = self._all_rows if rows is None else self._rows_arg(rows, distinct=False)
         solver_seeds = next_seeds(self.seeds ^ self.steps.astype(np.uint64))
         if rows_arr.size == 0:
             return []
@@ -268,6 +253,21 @@ class BatchEnv:
     def success(self) -> np.ndarray:
         self._check_reset()
         return self.family.is_success(self.state)
+
+    def _rows_arg(self, rows, distinct: bool) -> np.ndarray:
+        """Episode indices as int64, checked before any conversion."""
+        what = "distinct episode indices" if distinct else "episode indices"
+        if isinstance(rows, np.ndarray):
+            ok = rows.ndim == 1 and rows.dtype.kind in "iu"
+        else:
+            ok = isinstance(rows, (list, tuple, range)) and all(is_integer(r) for r in rows)
+        arr = np.asarray(rows, dtype=np.int64) if ok else None
+        if arr is None or (distinct and arr.size == 0) or (arr.size and (
+                arr.min() < 0 or arr.max() >= self.num_envs)) or (
+                distinct and np.unique(arr).size != arr.size):
+            raise ValueError(f"rows: expected {what} in [0, {self.num_envs}), got "
+                             f"{describe(rows)}")
+        return arr
 
     def _index(self, index) -> int:
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not (

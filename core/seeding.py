@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .validate import describe
+
 _U64 = (1 << 64) - 1
 
 
@@ -19,15 +21,16 @@ def check_seeds(seeds, count: int, field: str = "seeds") -> np.ndarray:
     try:
         seeds = list(seeds)
     except TypeError:
-        raise ValueError(f"{field}: expected a list of {count} integers, got {seeds!r}") from None
+        raise ValueError(f"{field}: expected a list of {count} integers, got "
+                         f"{describe(seeds)}") from None
     if len(seeds) != count:
         raise ValueError(f"{field}: expected {count} seeds (one per episode), got {len(seeds)}")
     out = np.empty(count, np.uint64)
     for k, s in enumerate(seeds):
         if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
-            raise ValueError(f"{field}[{k}]: a seed must be an integer, got {s!r}")
+            raise ValueError(f"{field}[{k}]: a seed must be an integer, got {describe(s)}")
         if not 0 <= int(s) <= _U64:
-            raise ValueError(f"{field}[{k}]: a seed must be in [0, 2**64), got {s}")
+            raise ValueError(f"{field}[{k}]: a seed must be in [0, 2**64), got {describe(s)}")
         out[k] = int(s)
     return out
 

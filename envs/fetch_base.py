@@ -55,7 +55,7 @@ import numpy as np
 from ..core.family import FAMILY_BASE, Family, copy_state
 from ..core.grammar import IGNORED, OK, STOP_ACTION, ActionBatch, ActionSpec, FloatVector
 from ..core.threads import ProcessThreadPool
-from ..core.validate import boolean, integer, mapping, one_of, real, real_array, reals
+from ..core.validate import boolean, describe, integer, mapping, one_of, real, real_array, reals
 from ..kernels import fetch_sim as sim
 from ..render import camera as cam
 from ..render import raster3d, shapes3d
@@ -65,6 +65,8 @@ BACKGROUND_RGB = (114, 219, 145)   # the reference's skybox as rendered
 FOVY_DEG = 45.0
 CLUSTER_M = 0.004   # vertex-clustering cell for the robot meshes (34.5 k -> a few k triangles)
 POSITION_BOUND = 10.0   # metres: loaded goals, objects and camera targets (the scene is ~2 m)
+MIN_CAMERA_DISTANCE, MAX_CAMERA_DISTANCE = 0.01, 100.0   # metres from the camera target
+MAX_ANGLE_DEG = 720.0   # camera azimuths (degrees; any angle is one of these modulo 360)
 GROUP = 4           # frames per rasterizer call (they share one depth buffer)
 
 MOVE_SPEC = ActionSpec("move", FloatVector(3, -1.0, 1.0))
@@ -101,44 +103,51 @@ class FetchParams:
     renderer: str = "raster"
 
     def __post_init__(self):
+        # Every number is coerced to a float in a physical range here, so nothing odd (a huge
+        # Python int, 1e300) reaches the kernels; the bounds are far beyond any sensible scene.
+        def number(name, low=None, high=None, positive=False):
+            value = real(name, getattr(self, name), low, high, positive=positive)
+            object.__setattr__(self, name, value)
+            return value
+
+        def vector(name, bound):
+            value = reals(name, getattr(self, name), 3, -bound, bound)
+            object.__setattr__(self, name, value)
+
         one_of("reward_type", self.reward_type, ("sparse", "dense"))
-        real("distance_threshold", self.distance_threshold, positive=True)
+        number("distance_threshold", high=10.0, positive=True)
         for name in ("width", "height"):
             integer(name, getattr(self, name), 16, 2048)
         for name in ("use_follow_camera", "jitter_camera_on_reset"):
             boolean(name, getattr(self, name))
-        real("follow_cam_distance", self.follow_cam_distance, positive=True)
-        real("follow_cam_azimuth", self.follow_cam_azimuth)
-        real("follow_cam_elevation", self.follow_cam_elevation, -89.9, 89.9)
-        reals("follow_cam_lookat_offset", self.follow_cam_lookat_offset, 3)
-        reals("camera_base_lookat", self.camera_base_lookat, 3)
-        for name in ("camera_jitter_azimuth", "camera_jitter_elevation", "camera_jitter_distance",
-                     "camera_jitter_lookat"):
-            real(name, getattr(self, name), low=0.0)
-        real("camera_default_azimuth", self.camera_default_azimuth)
-        real("camera_default_elevation", self.camera_default_elevation, -89.9, 89.9)
-        real("camera_default_distance", self.camera_default_distance, positive=True)
+        number("follow_cam_distance", MIN_CAMERA_DISTANCE, MAX_CAMERA_DISTANCE)
+        number("follow_cam_azimuth", -MAX_ANGLE_DEG, MAX_ANGLE_DEG)
+        number("follow_cam_elevation", -89.9, 89.9)
+        vector("follow_cam_lookat_offset", POSITION_BOUND)
+        vector("camera_base_lookat", POSITION_BOUND)
+        number("camera_jitter_azimuth", 0.0, 180.0)
+        number("camera_jitter_elevation", 0.0, 89.9)
+        number("camera_jitter_distance", 0.0, MAX_CAMERA_DISTANCE)
+        number("camera_jitter_lookat", 0.0, POSITION_BOUND)
+        number("camera_default_azimuth", -MAX_ANGLE_DEG, MAX_ANGLE_DEG)
+        number("camera_default_elevation", -89.9, 89.9)
+        number("camera_default_distance", MIN_CAMERA_DISTANCE, MAX_CAMERA_DISTANCE)
         if self.camera_default_distance <= self.camera_jitter_distance:
-            raise ValueError("camera_default_distance: must exceed camera_jitter_distance")
+            raise ValueError(f"camera_jitter_distance: must be less than camera_default_distance "
+                             f"({self.camera_default_distance}), got {self.camera_jitter_distance}")
         for name in ("primary_camera_name", "secondary_camera_name"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name}: expected a str")
-        if self.backend not in ("cpu", "mjx"):
-            raise ValueError(f"backend: expected 'cpu' (MuJoCo C) or 'mjx' (MJX), "
-                             f"got {self.backend!r}")
+        one_of("backend", self.backend, ("cpu", "mjx"))   # MuJoCo C, or MJX
         if self.backend == "mjx":
             from ..kernels.fetch_mjx import check_impl
 
             check_impl(self.impl)
         elif self.impl != "jax":
             raise ValueError(f"impl: only used with backend='mjx'; expected 'jax' with backend "
-                             f"{self.backend!r}, got {self.impl!r}")
-        if self.renderer not in ("raster", "mujoco"):
-            raise ValueError(f"renderer: expected 'raster' (the Cython rasterizer, default) or "
-                             f"'mujoco' (MuJoCo's OpenGL renderer), got {self.renderer!r}")
-        # Lists from JSON kwargs become tuples so the params stay hashable.
-        for name in ("follow_cam_lookat_offset", "camera_base_lookat"):
-            object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
+                             f"{self.backend!r}, got {describe(self.impl)}")
+        # The Cython rasterizer (default), or MuJoCo's OpenGL renderer.
+        one_of("renderer", self.renderer, ("raster", "mujoco"))
 
 
 class FetchState(NamedTuple):

@@ -42,6 +42,8 @@ import threading
 
 import numpy as np
 
+from ..core.validate import one_of
+
 ITERATIONS = 4        # Newton iterations per substep (stock 100)
 LS_ITERATIONS = 8     # line-search iterations (stock 50)
 IMPLS = ("jax", "warp")
@@ -49,8 +51,7 @@ IMPLS = ("jax", "warp")
 
 def check_impl(impl) -> str:
     """Validate the ``impl`` keyword: "jax" (MJX-JAX) or "warp" (MuJoCo Warp through MJX)."""
-    if impl not in IMPLS:
-        raise ValueError(f"impl: expected one of {IMPLS}, got {impl!r}")
+    one_of("impl", impl, IMPLS)
     if impl == "warp":
         missing = [p for p in ("warp", "mujoco_warp") if importlib.util.find_spec(p) is None]
         if missing:

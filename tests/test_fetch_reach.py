@@ -272,3 +272,23 @@ def test_reference_keywords_are_accepted():
                       follow_cam_azimuth=200.0, follow_cam_elevation=-65.0,
                       follow_cam_distance=0.36, camera_default_distance=1.75)
     env.reset(seeds=[0])
+
+
+@pytest.mark.parametrize("field", ["distance_threshold", "follow_cam_distance",
+                                   "follow_cam_azimuth", "camera_jitter_azimuth",
+                                   "camera_jitter_elevation", "camera_jitter_distance",
+                                   "camera_jitter_lookat", "camera_default_azimuth",
+                                   "camera_default_distance"])
+@pytest.mark.parametrize("value", [10**30, 2**63, 1e300, -1e300, float("nan"), "1", None])
+def test_camera_and_jitter_keywords_are_checked_at_construction(field, value):
+    """Huge Python ints and floats used to pass construction and fail at reset inside Numba
+    (TypingError) or the camera ("target: must differ from eye"), naming nothing."""
+    with pytest.raises(ValueError, match=f"^{field}"):
+        visgym.make("fetch_reach/easy", num_envs=1, **{field: value})
+
+
+def test_numeric_keywords_are_stored_as_floats():
+    env = visgym.make("fetch_reach/easy", num_envs=1, camera_default_azimuth=100,
+                      camera_base_lookat=[1, 1, 1])
+    assert type(env.params.camera_default_azimuth) is float
+    assert env.params.camera_base_lookat == (1.0, 1.0, 1.0)
