@@ -21,46 +21,54 @@ from pathlib import Path
 
 
 def plain_loop(env_id: str, episodes: int, out: Path, max_long_side: int = 336) -> dict:
-    """One episode at a time through gymnasium.make(env_id): reset, solve, then per step the
-    prompt, the JPEG file and the step, and one JSONL line per successful episode."""
+    """One episode at a time through gymnasium.make(env_id): per attempt reset, solve, then per
+    step the prompt, the JPEG file and the step; an unsuccessful attempt is redrawn with the
+    pipeline's next attempt seed, and each episode's successful attempt is one JSONL line."""
     import gymnasium
 
     import visgym  # noqa: F401
     from ..bridges.conversation import episode_instructions, sharegpt_turns, turn_text
-    from ..bridges.demos import demo_seed
+    from ..bridges.demos import attempt_seed, init_state_hash, shipped_hashes
     from ..bridges.imaging import encode_jpeg
     from ..core.grammar import STOP_ACTION
 
     task, split = env_id.split("/")
     budget = gymnasium.spec(env_id).max_episode_steps
     env = gymnasium.make(env_id, max_steps=budget).unwrapped
+    forbidden = shipped_hashes(task)
     out.mkdir(parents=True, exist_ok=True)
-    images = kept = 0
+    images = attempts = 0
     t0 = time.perf_counter()
     with open(out / "plain.jsonl", "w") as jsonl:
         for k in range(episodes):
-            env.reset(seed=demo_seed(task, split, 0, k))
-            plan = env.solve()
-            instructions = episode_instructions(env.batch, 0, False, True)
-            turns, paths, feedback = [], [], None
-            reward = 0.0
-            for t in range(budget):
-                action = plan[t] if t < len(plan) else STOP_ACTION
-                path = out / f"e{k:06d}_s{t:03d}.jpg"
-                path.write_bytes(encode_jpeg(env.render(), max_long_side))
-                paths.append(str(path))
-                turns.extend(sharegpt_turns(turn_text(t, budget, instructions, feedback), action))
-                _, reward, terminated, truncated, info = env.step(action)
-                feedback = info["env_feedback"]
-                if terminated or truncated:
+            for a in range(20):
+                attempts += 1
+                env.reset(seed=attempt_seed(task, split, 0, k, a))
+                if init_state_hash(task, env.get_init_state()) in forbidden:
+                    continue
+                plan = env.solve()
+                instructions = episode_instructions(env.batch, 0, False, True)
+                turns, paths, feedback = [], [], None
+                reward = 0.0
+                for t in range(budget):
+                    action = plan[t] if t < len(plan) else STOP_ACTION
+                    path = out / f"e{k:06d}_s{t:03d}.jpg"
+                    path.write_bytes(encode_jpeg(env.render(), max_long_side))
+                    paths.append(str(path))
+                    turns.extend(sharegpt_turns(turn_text(t, budget, instructions, feedback),
+                                                action))
+                    _, reward, terminated, truncated, info = env.step(action)
+                    feedback = info["env_feedback"]
+                    if terminated or truncated:
+                        break
+                images += len(paths)
+                if reward == 1.0:
+                    jsonl.write(json.dumps({"conversations": turns, "images": paths}) + "\n")
                     break
-            images += len(paths)
-            if reward == 1.0:
-                kept += 1
-                jsonl.write(json.dumps({"conversations": turns, "images": paths}) + "\n")
     elapsed = time.perf_counter() - t0
-    return {"episodes": episodes, "kept": kept, "images": images, "seconds": elapsed,
-            "episodes_per_s": episodes / elapsed, "images_per_s": images / elapsed}
+    return {"episodes": episodes, "kept": episodes, "attempts": attempts, "images": images,
+            "seconds": elapsed, "episodes_per_s": episodes / elapsed,
+            "images_per_s": images / elapsed}
 
 
 def pipeline(env_id: str, episodes: int, out: Path, workers: int | None) -> dict:
@@ -72,9 +80,9 @@ def pipeline(env_id: str, episodes: int, out: Path, workers: int | None) -> dict
     manifest = generate([cfg], out, workers=workers, progress=False)
     elapsed = time.perf_counter() - t0
     d = manifest["datasets"][cfg.dataset]
-    return {"episodes": episodes, "kept": d["kept"], "images": d["images"], "seconds": elapsed,
-            "episodes_per_s": episodes / elapsed, "images_per_s": d["images"] / elapsed,
-            "worker_time_s": manifest["timing_s"]}
+    return {"episodes": episodes, "kept": d["kept"], "attempts": d["attempted"],
+            "images": d["images"], "seconds": elapsed, "episodes_per_s": episodes / elapsed,
+            "images_per_s": d["images"] / elapsed, "worker_time_s": manifest["run"]["timing_s"]}
 
 
 def run(args) -> int:

@@ -306,14 +306,24 @@ def cmd_demos(args) -> int:
                           num_steps=_parse_range(args.num_steps), max_steps=args.max_steps,
                           max_long_side=None if args.max_long_side <= 0 else args.max_long_side)
                for t in tasks]
-    manifest = generate(configs, args.out, workers=args.workers, ray_address=args.ray,
-                        progress=not args.quiet)
+    try:
+        manifest = generate(configs, args.out, workers=args.workers, ray_address=args.ray,
+                            progress=not args.quiet,
+                            exclude_dataset_roots=args.exclude_dataset_root or ())
+    except KeyboardInterrupt:
+        print("\nvisgym demos: interrupted; finished shards are kept (rerun the same command "
+              "to continue)", file=sys.stderr)
+        return 130
     for name, d in manifest["datasets"].items():
-        print(f"{name}: {d['kept']} episodes kept of {d['attempted']} ({d['images']} images; "
-              f"{d['dropped_unsuccessful']} unsuccessful dropped, {d['skipped_eval_overlap']} "
-              f"evaluation overlaps skipped)")
-    print(f"demos: {args.out}/dataset_info.json ready for LlamaFactory "
-          f"({manifest['elapsed_s']:.1f} s)")
+        print(f"{name}: {d['episodes']} episodes ({d['images']} images; {d['attempted']} "
+              f"attempts: {d['dropped_unsuccessful']} unsuccessful and "
+              f"{d['skipped_eval_overlap']} evaluation overlaps redrawn)")
+    names = ",".join(manifest["datasets"])
+    recipe = os.path.join(os.path.abspath(args.out), manifest["llamafactory"]["recipe"])
+    print(f"demos: datasets {names} in {os.path.join(args.out, 'dataset_info.json')} "
+          f"({manifest['run']['elapsed_s']:.1f} s)")
+    print(f"demos: LlamaFactory recipe {recipe} (dataset_dir {os.path.abspath(args.out)}, "
+          f"dataset {names}); train with: llamafactory-cli train {recipe}")
     return 0
 
 
@@ -324,7 +334,10 @@ def cmd_demos_mix(args) -> int:
     summary = mix(args.sources, args.out, args.total, weights, args.seed)
     for src in summary["sources"]:
         print(f"{src['source']}: {src['count']}")
-    print(f"mix: {summary['total']} episodes in {args.out}/mixture/mixture.jsonl")
+    print(f"mix: {summary['total']} episodes in {args.out}/mixture/mixture.jsonl (dataset "
+          f"mixture in {os.path.join(args.out, 'dataset_info.json')})")
+    recipe = os.path.join(os.path.abspath(args.out), summary["llamafactory"]["recipe"])
+    print(f"mix: LlamaFactory recipe {recipe}; train with: llamafactory-cli train {recipe}")
     return 0
 
 
@@ -498,7 +511,9 @@ def main(argv=None) -> int:
                         "(also: 'demos mix', 'demos export')")
     dm.add_argument("--tasks", default=None, help="comma-separated tasks (default: all)")
     dm.add_argument("--split", choices=["easy", "hard"], default="easy")
-    dm.add_argument("--episodes", type=int, default=100, help="episodes attempted per task")
+    dm.add_argument("--episodes", type=int, default=100,
+                    help="conversations per task (unsuccessful rollouts are redrawn; growing it "
+                    "in an existing --out adds the missing episodes)")
     dm.add_argument("--strategy", default=None, help="solver strategy, or 'mixed' to cycle all")
     dm.add_argument("--num-steps", default=None, help="LO,HI: padded plan lengths drawn per episode")
     dm.add_argument("--shard-size", type=int, default=100)
@@ -507,6 +522,9 @@ def main(argv=None) -> int:
     dm.add_argument("--max-long-side", type=int, default=336)
     dm.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
     dm.add_argument("--ray", default=None, help="Ray address, 'auto', or 'local'")
+    dm.add_argument("--exclude-dataset-root", action="append", default=None, metavar="DIR",
+                    help="also exclude the init states of this published evaluation set (the "
+                    "reference layout that 'eval --dataset-root' reads); repeatable")
     dm.add_argument("--quiet", action="store_true")
     dm.add_argument("--out", required=True)
     dm.set_defaults(func=cmd_demos)

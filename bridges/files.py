@@ -9,6 +9,12 @@ folders are created. The temporary file is created with mode 0644 minus the umas
 opened with ``open(path, "w")`` (``tempfile.mkstemp`` would make it 0600), and removed when
 writing fails. Its name starts with a dot and ends in ``.tmp``, so globs such as
 ``shard-*.jsonl`` never pick up a leftover from a kill -9.
+
+``atomic_write_staged`` writes the temporary file into another folder of the same file system
+(for folders that readers list whole, such as a LlamaFactory dataset folder, where even a hidden
+leftover would be read). ``FolderLock`` is an exclusive, non-blocking ``fcntl.flock`` on a lock
+file inside a folder, held while a run writes there: a second run on the same folder fails at
+once, naming the folder and the holder's pid.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ import contextlib
 import os
 import secrets
 
-__all__ = ["atomic_file", "atomic_write"]
+__all__ = ["atomic_file", "atomic_write", "atomic_write_staged", "FolderLock", "FolderLocked"]
 
 
 def _create_temp(directory: str, name: str) -> tuple[int, str]:
@@ -69,3 +75,73 @@ def atomic_write(path, data: bytes | str, *, fsync: bool = False) -> None:
         data = data.encode("utf-8")
     with atomic_file(path, "wb", fsync=fsync) as f:
         f.write(data)
+
+
+def atomic_write_staged(path, data: bytes | str, staging_dir) -> None:
+    """Replace ``path`` with ``data`` atomically, the temporary file living in ``staging_dir``
+    (which must be on the same file system as ``path``; created if missing) instead of next to
+    ``path``: an interrupted write leaves nothing in ``path``'s folder."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path = os.fspath(path)
+    staging_dir = os.fspath(staging_dir)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    os.makedirs(staging_dir, exist_ok=True)
+    fd, tmp = _create_temp(staging_dir, os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class FolderLocked(ValueError):
+    """Another live process holds the folder's lock."""
+
+
+class FolderLock:
+    """``with FolderLock(folder, "--out"):`` holds an exclusive lock on ``folder/.lock``.
+
+    The lock is an ``fcntl.flock`` taken without waiting: if another process holds it,
+    ``FolderLocked`` (a ValueError) is raised at once, naming the folder and the pid written in
+    the lock file by the holder. While held the file contains this process's pid; it is emptied
+    when the block ends, and never deleted (deleting a lock file lets two processes lock two
+    different files). The kernel drops the lock when every descriptor of it is closed, so a
+    killed run leaves no stale lock; processes forked while it is held share it (a worker that
+    outlives its parent keeps the folder locked)."""
+
+    NAME = ".lock"
+
+    def __init__(self, folder, what: str = "folder"):
+        self.folder = os.fspath(folder)
+        self.what = what
+        self.fd = None
+
+    def __enter__(self):
+        import fcntl
+
+        os.makedirs(self.folder, exist_ok=True)
+        path = os.path.join(self.folder, self.NAME)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise FolderLocked(f"{self.what}: {self.folder} is in use by another process "
+                               f"(pid {holder}); wait for it to finish, or use another folder"
+                               ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)

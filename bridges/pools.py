@@ -1,8 +1,14 @@
-"""Process pools for the runner and the demonstration synthesizer: how workers are started."""
+"""Process pools for the runner and the demonstration synthesizer: how workers are started, and
+how they end with their parent."""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import signal
 import sys
+import threading
+import time
 
 
 def _numba_threads_started() -> bool:
@@ -40,3 +46,45 @@ def pool_context():
         if not _numba_threads_started() and not _jax_started():
             return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
+
+
+PR_SET_PDEATHSIG = 1   # linux/prctl.h
+PARENT_POLL_S = 0.5
+
+
+def _set_parent_death_signal() -> bool:
+    """Ask Linux to SIGKILL this process when its parent exits (prctl PR_SET_PDEATHSIG)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    return False
+
+
+def _watch_parent(parent_pid: int, poll_s: float) -> None:
+    while True:
+        time.sleep(poll_s)
+        if os.getppid() != parent_pid:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def die_with_parent(parent_pid: int | None = None, poll_s: float = PARENT_POLL_S) -> None:
+    """Make this worker process end as soon as its parent does (a pool initializer calls it).
+
+    A parent killed with SIGKILL cannot stop its pool, and workers that outlive it keep writing
+    into the output a rerun is rebuilding and keep the inherited stdout/stderr pipes open (so
+    ``visgym demos ... | tee log`` never ends). On Linux the kernel delivers SIGKILL to the worker
+    when the parent exits (PR_SET_PDEATHSIG, set through ctypes); everywhere a daemon thread also
+    polls ``os.getppid()`` every ``poll_s`` seconds and kills the worker once the parent is gone
+    (the fallback where prctl is missing). ``parent_pid`` (default: the current parent) is the
+    pid the parent passed down: if it already differs from ``os.getppid()`` the parent died
+    before this call and the worker ends at once."""
+    expected = os.getppid() if parent_pid is None else int(parent_pid)
+    _set_parent_death_signal()
+    if os.getppid() != expected:   # the parent died before the death signal was armed
+        os.kill(os.getpid(), signal.SIGKILL)
+    threading.Thread(target=_watch_parent, args=(expected, poll_s), name="visgym-parent-watch",
+                     daemon=True).start()

@@ -1,5 +1,7 @@
-"""Demonstration synthesis (bridges/demos): conversations replay to success, no overlap with the
-evaluation splits, resumable byte-identical shards, Ray equals local, exact-count mixing, export."""
+"""Demonstration synthesis (bridges/demos): conversations replay to success, exactly the episodes
+asked for, no overlap with the evaluation splits, resumable byte-identical shards, Ray equals
+local, exact-count mixing, export. Crash safety, settings keys, growth, exclusions, the shared
+schema and the LlamaFactory recipe: tests/test_demos_resume.py and tests/test_demos_kill.py."""
 import json
 import re
 from pathlib import Path
@@ -29,8 +31,15 @@ def generated(tmp_path_factory):
 
 
 def _files(root: Path) -> dict:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != "manifest.json"}
+    """Every file but the manifest; the LlamaFactory recipe with its folder's path taken out."""
+    files = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.name != "manifest.json":
+            data = p.read_bytes()
+            if p.name == demos.LLAMAFACTORY_YAML:
+                data = data.replace(str(root.resolve()).encode(), b"<out>")
+            files[str(p.relative_to(root))] = data
+    return files
 
 
 def test_every_conversation_replays_to_success(generated):
@@ -47,7 +56,7 @@ def test_every_conversation_replays_to_success(generated):
             assert "Verbalize your reasoning" in turns[0]["value"]
             assert "This is step 1. You are allowed to take 19 more steps." in turns[0]["value"]
             env = visgym.make(record["env_id"], num_envs=1, autoreset="disabled")
-            env.reset(init_states=[record["init_state"]])
+            env.reset(init_states=[json.loads(record["init_state"])])
             for k, gpt in enumerate(turns[1::2]):
                 action = ANSWER.search(gpt["value"]).group(1)
                 assert gpt["value"] == f"<think></think><answer>{action}</answer>"
@@ -69,9 +78,11 @@ def test_manifest_counts_and_dataset_info(generated):
         assert entry["formatting"] == "sharegpt"
         assert entry["columns"] == {"messages": "conversations", "images": "images"}
         d = manifest["datasets"][cfg.dataset]
-        assert d["attempted"] == cfg.episodes
-        assert d["kept"] + d["dropped_unsuccessful"] + d["skipped_eval_overlap"] == cfg.episodes
+        assert d["episodes"] == d["kept"] == cfg.episodes
+        assert d["attempted"] == d["kept"] + d["dropped_unsuccessful"] + d["skipped_eval_overlap"]
         assert len(d["hashes"]) == d["kept"]
+        records = list(demos.iter_records(out, cfg.dataset))
+        assert [r["episode"] for r in records] == list(range(cfg.episodes))
     assert manifest["package_version"] == visgym.__version__
     from visgym.core.registry import spec
 
@@ -100,20 +111,25 @@ def test_no_demonstration_repeats_an_evaluation_episode(generated):
     assert len(eval_hashes) >= 140
     for cfg in configs:
         for record in demos.iter_records(out, cfg.dataset):
-            assert record["hash"] == demos.init_state_hash(cfg.task, record["init_state"])
+            assert record["hash"] == demos.init_state_hash(cfg.task,
+                                                           json.loads(record["init_state"]))
             assert record["hash"] not in eval_hashes
 
 
 def test_candidates_matching_an_evaluation_episode_are_skipped(tmp_path, monkeypatch):
+    """An attempt equal to an evaluation episode is skipped, counted, and redrawn: episode 1
+    comes from its next attempt."""
     cfg = demos.DemoConfig(task="maze_2d", episodes=3, shard_size=3)
     env = visgym.make("maze_2d/easy", num_envs=1)
     env.reset(seeds=[demos.demo_seed("maze_2d", "easy", 0, 1)])
     clash = demos.init_state_hash("maze_2d", env.state_dicts()[0])
-    monkeypatch.setattr(demos, "evaluation_hashes", lambda: frozenset({clash}))
+    monkeypatch.setattr(demos, "shipped_hashes", lambda task: frozenset({clash}))
     manifest = demos.generate([cfg], tmp_path, workers=1, progress=False)
     d = manifest["datasets"]["maze_2d"]
-    assert d["skipped_eval_overlap"] == 1 and clash not in d["hashes"]
-    assert 1 not in [r["episode"] for r in demos.iter_records(tmp_path, "maze_2d")]
+    assert d["skipped_eval_overlap"] == 1 and clash not in d["hashes"] and d["kept"] == 3
+    records = {r["episode"]: r for r in demos.iter_records(tmp_path, "maze_2d")}
+    assert sorted(records) == [0, 1, 2] and records[1]["attempt"] >= 1
+    assert records[1]["seed"] == demos.attempt_seed("maze_2d", "easy", 0, 1, records[1]["attempt"])
 
 
 def test_rerun_skips_finished_shards_and_is_byte_identical(generated, tmp_path):
@@ -124,7 +140,7 @@ def test_rerun_skips_finished_shards_and_is_byte_identical(generated, tmp_path):
     before = shard.read_bytes()
     shard.unlink()
     manifest = demos.generate(configs, tmp_path, workers=1, progress=False)
-    assert manifest["shards_resumed"] == sum(c.num_shards for c in configs) - 1
+    assert manifest["run"]["shards_resumed"] == sum(c.num_shards for c in configs) - 1
     assert shard.read_bytes() == before
     assert _files(tmp_path) == _files(out)
 
@@ -217,3 +233,18 @@ def test_fetch_demos_twice_in_one_process_with_forked_workers(tmp_path, monkeypa
     demos.generate(configs, tmp_path / "two", workers=2, progress=False)
     assert _files(tmp_path / "one") == _files(tmp_path / "two")
     assert len(list((tmp_path / "two").rglob("*.jpg"))) > 0
+
+
+def test_every_tasks_shards_load_together_with_datasets(generated, tmp_path, monkeypatch):
+    """One schema for all tasks: datasets.load_dataset("json") over every task's shards (the
+    schema is inferred from the first file, so both orders), offline."""
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True, raising=False)
+    out, configs, manifest = generated
+    files = sorted(str(p) for c in configs for p in (out / c.dataset).glob("*.jsonl"))
+    for order in (files, files[::-1]):
+        ds = datasets.load_dataset("json", data_files=order, split="train",
+                                   cache_dir=str(tmp_path / "cache"))
+        assert len(ds) == sum(c.episodes for c in configs)
+        assert set(ds["env_id"]) == {c.env_id for c in configs}
