@@ -14,8 +14,15 @@ unchanged. What it does:
 - Responses framed by Content-Length, chunked transfer coding or the end of the connection;
   ``Connection: close`` and HTTP/1.0 servers (keep-alive only when they say so) close the
   connection after the response. The body is read whole before the response is returned (the
-  agent never streams); ``Content-Encoding`` is left to httpx, which decodes gzip/deflate when
-  the response is read.
+  agent never streams). Malformed framing fails at once with RemoteProtocolError: a head over
+  ``MAX_HEAD_BYTES`` (however it arrives), more than ``MAX_INTERIM_RESPONSES`` 1xx heads, a
+  Content-Length that is not a plain decimal, a chunk size that is not plain hex (a negative
+  size was once taken as a chunk, and the read then waited out its timeout).
+- Bounded bodies: at most ``max_response_bytes`` (16 MiB by default) are read; a larger
+  Content-Length is refused before its body is read, a chunked or close-delimited body when
+  it passes the limit (``ResponseTooLarge``). ``Content-Encoding`` is decoded above the
+  transport by ``limit_response_hook``, which bounds the decoded size too (a gzip bomb of
+  300 MB once took the process to 1.4 GB) and works on the SDK's httpx stack as well.
 - https through asyncio's ssl with a verifying context: ``SSL_CERT_FILE``/``SSL_CERT_DIR`` when
   set (as httpx honours them), else certifi's bundle when importable, else the system default.
 - The request's timeouts (``request.extensions["timeout"]``: connect, read per wait for data,
@@ -52,7 +59,17 @@ except ImportError:  # pragma: no cover - older openai releases
     import httpx
 
 MAX_HEAD_BYTES = 65536
+MAX_INTERIM_RESPONSES = 16
 DEFAULT_PORTS = {"http": 80, "https": 443}
+DEFAULT_MAX_RESPONSE_BYTES = 16 << 20   # raw and decoded; a chat completion is a few KB
+MAX_REDIRECTS = 5                       # httpx follows 20 by default: 21 requests for a loop
+ACCEPT_ENCODING = "gzip, deflate"       # what limit_response_hook decodes
+_DECODE_PIECE = 1 << 20
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+
+
+class ResponseTooLarge(httpx.DecodingError):
+    """A response body (as sent, or decoded) over the configured limit."""
 
 
 def proxy_applies(url: str) -> bool:
@@ -95,8 +112,10 @@ class _Connection(asyncio.Protocol):
     """One HTTP/1.1 connection: received bytes accumulate in ``buffer``; a coroutine waits for
     more with ``wait`` (False on timeout)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop):
+    def __init__(self, loop: asyncio.AbstractEventLoop,
+                 max_body: int = DEFAULT_MAX_RESPONSE_BYTES):
         self.loop = loop
+        self.max_body = max_body
         self.transport = None
         self.buffer = bytearray()
         self.closed = False          # the peer closed (EOF) or the connection was lost
@@ -192,14 +211,22 @@ class _Connection(asyncio.Protocol):
     async def receive(self, method: bytes, timeout: float | None, request):
         """(status, reason, version, headers, body, keep_alive) of the next response."""
         buffer = self.buffer
-        scanned = 0
+        scanned = interim = 0
         while True:
-            end = buffer.find(b"\r\n\r\n", scanned)
+            end = buffer.find(b"\r\n\r\n", scanned, scanned + MAX_HEAD_BYTES + 4)
+            if end > MAX_HEAD_BYTES:
+                end = -1   # a complete head, but too long (it arrived in one piece)
             if end >= 0:
                 status, reason, version, headers = _parse_head(bytes(buffer[:end]), request)
                 del buffer[:end + 4]
                 if 100 <= status < 200 and status != 101:
-                    scanned = 0     # an interim response (100 Continue, 103): the real one follows
+                    # An interim response (100 Continue, 103): the real one follows.
+                    interim += 1
+                    if interim > MAX_INTERIM_RESPONSES:
+                        raise httpx.RemoteProtocolError(
+                            f"more than {MAX_INTERIM_RESPONSES} interim (1xx) responses",
+                            request=request)
+                    scanned = 0
                     continue
                 break
             if len(buffer) > MAX_HEAD_BYTES:
@@ -233,8 +260,12 @@ class _Connection(asyncio.Protocol):
             else:
                 body = await self._read_chunked(timeout, request)
         elif length is not None:
-            if not length.isdigit():
-                raise httpx.RemoteProtocolError(f"bad Content-Length {length!r}", request=request)
+            if not length.isdigit() or len(length) > 19:
+                raise httpx.RemoteProtocolError(f"bad Content-Length {length[:40]!r}",
+                                                request=request)
+            if int(length) > self.max_body:
+                raise ResponseTooLarge(f"the response body of {int(length)} bytes is over the "
+                                       f"limit of {self.max_body} bytes", request=request)
             body = await self._read_exactly(int(length), timeout, request)
         else:
             body, keep_alive = await self._read_to_close(timeout, request), False
@@ -270,25 +301,40 @@ class _Connection(asyncio.Protocol):
 
     async def _read_chunked(self, timeout: float | None, request) -> bytes:
         parts = []
+        total = 0   # body and framing bytes, so that endless chunk headers or trailers end too
         while True:
-            size_text = (await self._read_line(timeout, request)).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
+            line = await self._read_line(timeout, request)
+            total += len(line) + 2
+            size_text = line.split(b";", 1)[0].strip(b" \t")
+            # Plain hex digits only: int() would also take "-5", "+5", "0x5" and "5_0".
+            if not size_text or len(size_text) > 16 or not _HEX_DIGITS.issuperset(size_text):
                 raise httpx.RemoteProtocolError(f"bad chunk size {size_text[:40]!r}",
-                                                request=request) from None
+                                                request=request)
+            size = int(size_text, 16)
             if size == 0:
-                while await self._read_line(timeout, request):   # trailers, up to a blank line
-                    pass
-                return b"".join(parts)
+                while True:   # trailers, up to a blank line
+                    trailer = await self._read_line(timeout, request)
+                    total += len(trailer) + 2
+                    self._check_size(total, request)
+                    if not trailer:
+                        return b"".join(parts)
+            total += size + 2
+            self._check_size(total, request)
             parts.append(await self._read_exactly(size, timeout, request))
             if await self._read_exactly(2, timeout, request) != b"\r\n":
                 raise httpx.RemoteProtocolError("chunk not followed by CRLF", request=request)
 
+    def _check_size(self, size: int, request) -> None:
+        if size > self.max_body:
+            raise ResponseTooLarge(f"the response body is over the limit of {self.max_body} "
+                                   "bytes", request=request)
+
     async def _read_to_close(self, timeout: float | None, request) -> bytes:
         while not self.closed:
+            self._check_size(len(self.buffer), request)
             if not await self.wait(timeout):
                 raise httpx.ReadTimeout("timed out reading the response", request=request)
+        self._check_size(len(self.buffer), request)
         if isinstance(self.error, OSError):
             raise self._lost(request, started=True)
         body = bytes(self.buffer)
@@ -315,10 +361,15 @@ def _parse_head(head: bytes, request):
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
-    """See the module docstring. ``max_idle`` caps the idle connections kept per host."""
+    """See the module docstring. ``max_idle`` caps the idle connections kept per host;
+    ``max_response_bytes`` the body read per response."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None = None, max_idle: int = 256,
-                 keepalive_expiry_s: float = 4.0):
+                 keepalive_expiry_s: float = 4.0,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES):
+        if max_response_bytes < 1:
+            raise ValueError(f"max_response_bytes: must be at least 1, got {max_response_bytes}")
+        self.max_response_bytes = int(max_response_bytes)
         self._ssl_context = ssl_context
         self.max_idle = max_idle
         self.keepalive_expiry_s = keepalive_expiry_s
@@ -337,7 +388,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         tls = self._ssl() if scheme == "https" else None
         try:
             _, conn = await asyncio.wait_for(loop.create_connection(
-                lambda: _Connection(loop), host, port, ssl=tls,
+                lambda: _Connection(loop, self.max_response_bytes), host, port, ssl=tls,
                 server_hostname=host if tls else None), timeout)
         except asyncio.TimeoutError:
             raise httpx.ConnectTimeout(f"timed out connecting to {host}:{port}",
@@ -425,6 +476,131 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self._open.clear()
         self._idle.clear()
         await asyncio.sleep(0)   # let the transports run connection_lost
+
+
+def limit_response_hook(max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, raw_bounded: bool = False):
+    """An httpx ``event_hooks["response"]`` hook that bounds what reading a response may hold:
+    at most ``max_bytes`` as received and as decoded. It takes over the decoding of
+    ``Content-Encoding`` (gzip, deflate; anything else is a DecodingError: the client asks
+    for ``ACCEPT_ENCODING`` only), decompressing in bounded pieces, so a small compressed body
+    cannot inflate past the limit. Over the limit, ``ResponseTooLarge`` is raised where the body
+    is read (httpx reads it inside ``send``, so the SDK reports it as a connection error).
+    ``raw_bounded``: the transport bounds the bytes it reads itself (``LeanTransport``), so a
+    body without an encoding is left as it is (a few microseconds less per response)."""
+    if max_bytes < 1:
+        raise ValueError(f"max_response_bytes: must be at least 1, got {max_bytes}")
+
+    async def hook(response) -> None:
+        length = response.headers.get("content-length")
+        if length is not None and length.strip().isdigit() and int(length) > max_bytes:
+            raise ResponseTooLarge(f"the response body of {int(length)} bytes is over the "
+                                   f"limit of {max_bytes} bytes", request=response.request)
+        codings = [c.strip().lower() for c in
+                   response.headers.get_list("content-encoding", split_commas=True)]
+        codings = [c for c in codings if c and c != "identity"]
+        for coding in codings:
+            if coding not in ("gzip", "x-gzip", "deflate"):
+                raise httpx.DecodingError(f"the response has content encoding {coding!r}, "
+                                          f"which was not asked for", request=response.request)
+        if len(codings) > 2:
+            raise httpx.DecodingError(f"{len(codings)} content encodings in a row",
+                                      request=response.request)
+        if codings:
+            del response.headers["content-encoding"]
+            if "content-length" in response.headers:
+                del response.headers["content-length"]
+        elif raw_bounded:
+            return
+        response.stream = _LimitedStream(response.stream, codings, max_bytes, response.request)
+
+    return hook
+
+
+class _LimitedStream(httpx.AsyncByteStream):
+    """A response stream read through bounded decoders, counting bytes in and out."""
+
+    def __init__(self, inner, codings: list, max_bytes: int, request):
+        self._inner = inner
+        self._codings = codings
+        self._max = max_bytes
+        self._request = request
+
+    def _too_large(self, what: str) -> ResponseTooLarge:
+        return ResponseTooLarge(f"the response body{what} is over the limit of {self._max} "
+                                "bytes", request=self._request)
+
+    async def __aiter__(self):
+        decoders = [_Inflater(c) for c in reversed(self._codings)]
+        received = produced = 0
+        async for chunk in self._inner:
+            received += len(chunk)
+            if received > self._max:
+                raise self._too_large("")
+            pieces = [chunk]
+            for decoder in decoders:
+                budget = self._max - produced
+                pieces = [out for piece in pieces for out in decoder.feed(piece, budget)]
+            for piece in pieces:
+                produced += len(piece)
+                if produced > self._max:
+                    raise self._too_large(" (decoded)")
+                if piece:
+                    yield piece
+        pieces = []
+        for decoder in decoders:   # what the decoders still hold, through the ones after them
+            pieces = [out for piece in pieces for out in decoder.feed(piece, self._max - produced)]
+            pieces += decoder.flush(self._max - produced)
+        for piece in pieces:
+            produced += len(piece)
+            if produced > self._max:
+                raise self._too_large(" (decoded)")
+            if piece:
+                yield piece
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Inflater:
+    """One gzip or deflate decoder that never produces more than it is allowed to at once."""
+
+    def __init__(self, coding: str):
+        import zlib
+
+        self._zlib = zlib
+        self._deflate = coding == "deflate"
+        self._first = True
+        wbits = zlib.MAX_WBITS | 16 if coding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+        self._d = zlib.decompressobj(wbits)
+
+    def feed(self, data: bytes, budget: int) -> list:
+        """The output for ``data``; more than ``budget`` bytes raise (as ResponseTooLarge, by
+        the caller, which sees one byte past the budget)."""
+        out = []
+        while True:
+            cap = max(1, min(_DECODE_PIECE, budget + 1))
+            try:
+                piece = self._d.decompress(data, cap)
+            except self._zlib.error as e:
+                if self._deflate and self._first:   # deflate sent raw, without the zlib header
+                    self._first = False
+                    self._d = self._zlib.decompressobj(-self._zlib.MAX_WBITS)
+                    continue
+                raise httpx.DecodingError(f"the response does not decode ({e})") from None
+            self._first = False
+            out.append(piece)
+            budget -= len(piece)
+            if budget < 0:
+                return out
+            data = self._d.unconsumed_tail
+            if not data and len(piece) < cap:
+                return out
+
+    def flush(self, budget: int) -> list:
+        try:
+            return self.feed(b"", budget) + [self._d.flush()]
+        except self._zlib.error as e:
+            raise httpx.DecodingError(f"the response does not decode ({e})") from None
 
 
 def _asks_close(request) -> bool:

@@ -27,6 +27,12 @@ Bounds (model text is untrusted; a reply may be huge or built to be slow):
   1 MB of ``(a,`` or 1.2 MB of ``(x)`` take about 10 ms; a reply built to spend the whole parse
   budget stays near 0.2 s.
 
+``encodable`` and ``bound_reply`` prepare a model's reply for the loop where it enters (the
+agent): lone surrogates and NULs (a JSON reply may carry ``"\\ud800"``; no request body or UTF-8
+file can hold one) are written as their escapes, as the parser's feedback does, and a reply
+longer than ``MAX_REPLY_CHARS`` keeps only its tail (what the scan reads; the last action wins)
+behind a marker saying how much was cut, so the history resent every turn stays bounded.
+
 Literal evaluation uses the package's bounded parser (``visgym.core.literal.parse_literal``),
 never ``eval``/``ast.literal_eval``. Deviations from the reference, all in pathological inputs
 only: the window and parse budget above, and skipping candidates over ``MAX_CHARS`` (the reference
@@ -43,7 +49,8 @@ from bisect import bisect_left
 from ..core.literal import MAX_CHARS as _LITERAL_MAX_CHARS
 from ..core.literal import parse_literal
 
-__all__ = ["MAX_REPLY_CHARS", "MAX_PARSE_CHARS", "extract_action", "extract_think"]
+__all__ = ["MAX_REPLY_CHARS", "MAX_PARSE_CHARS", "bound_reply", "encodable", "extract_action",
+           "extract_think"]
 
 MAX_REPLY_CHARS = 32768  # window of normalised text that the candidate scan looks at
 MAX_PARSE_CHARS = 200_000  # total characters handed to parse_literal per reply
@@ -63,6 +70,42 @@ _BARE_HEAD = re.compile(r"\( *([A-Za-z_][A-Za-z0-9_]*) *,")
 # "(('a'), 1)"), or an ASCII letter/underscore (a bare identifier that gets quoted, or a string
 # prefix such as r'...'). Anything else cannot start a str, so parsing it would be wasted work.
 _HEAD_START = frozenset("'\"(_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+# Characters no UTF-8 request body or file can hold (lone surrogates), and NUL, which C-string
+# consumers (servers, terminals, log tools) cut at.
+_UNENCODABLE = re.compile("[\x00\ud800-\udfff]")
+_CUT_MARKER = "[reply of {total} characters cut: only its end is kept]\n"
+_ESCAPE_WIDTH = 6   # len("\\ud800"): the longest escape ``encodable`` writes for one character
+
+
+def encodable(text: str) -> str:
+    """``text`` with lone surrogates and NULs written as their escapes (``\\ud800``, ``\\x00``),
+    so that it always encodes as UTF-8; other text is returned as it is (the same object)."""
+    if text.isascii():
+        return text if "\x00" not in text else text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _UNENCODABLE.sub(lambda m: repr(m.group())[1:-1], text)
+    return text if "\x00" not in text else text.replace("\x00", "\\x00")
+
+
+def bound_reply(text: str, limit: int = MAX_REPLY_CHARS) -> tuple[str, bool]:
+    """(the reply as the loop stores and resends it, whether it was cut). The text is made
+    ``encodable``; beyond ``limit`` characters only the tail is kept, after a one-line marker
+    giving the reply's length, the whole at most ``limit`` characters. The tail is what
+    ``extract_action`` scans (the last action wins), so the action of a reply whose end holds it
+    is unchanged by the cut."""
+    total = len(text)
+    if total > limit:
+        text = text[-_ESCAPE_WIDTH * limit:]   # enough for the kept tail even if all escaped
+    text = encodable(text)
+    if len(text) <= limit:
+        return text, False
+    marker = _CUT_MARKER.format(total=total)
+    keep = max(0, limit - len(marker))
+    return marker[:limit] + (text[len(text) - keep:] if keep else ""), True
 
 
 def _answer_text(reply: str, elicit_verbalization: bool) -> str:

@@ -38,7 +38,34 @@ Fault injection, scripted per request number (``faults={3: "500", 4: "hang"}``),
 answer for ``hang_s`` seconds, then the connection is closed), ``drop`` (the socket is closed
 without a response), ``malformed`` (200 with a body that is not JSON), ``null``
 (``content: null``), ``empty`` (``content: ""``), ``length`` (the normal reply with
-``finish_reason: "length"``), ``context`` (400, "maximum context length is 8192 tokens").
+``finish_reason: "length"``), ``context`` (400, "maximum context length is 8192 tokens"), and
+(``FAULT_KINDS`` lists them all):
+
+* text the client must make encodable: ``surrogate`` (the reply plus a ``"\ud800"`` escape),
+  ``nul`` (plus a NUL), ``not_utf8`` (a body with bytes that are not UTF-8);
+* wrong shapes: ``choices_int`` (``"choices": 5``), ``choices_dict`` (``{"0": ...}``),
+  ``message_null``, ``content_number`` (``"content": 42``), ``not_object`` (a JSON list),
+  ``empty_choices`` (``[]``), ``refusal`` (null content with a refusal), ``error_200`` (200 with
+  an ``{"error": ...}`` object, code 502), ``usage_text`` (the reply with usage counts that are
+  not numbers), ``content_parts`` (the reply as a list of two text parts: valid);
+* size: ``long_reply`` (``long_reply_chars`` of prose, then the action), ``huge_reply`` (a JSON
+  reply of ``huge_bytes``), ``garbage`` (``huge_bytes`` of random bytes), ``gzip_bomb`` (a gzip
+  body decoding to ``bomb_bytes``);
+* bodies cut or slow: ``slow_body`` (the body dripped, a piece every ``drip_s``, for up to
+  ``hang_s``), ``partial`` (half the body, then a close), ``reset_body`` (half, then a reset);
+* framing: ``negative_chunk`` (chunked with a size of ``-5``), ``redirect_loop`` (307 to itself),
+  ``huge_head`` (a 100 KB header arriving in one piece), ``bad_length`` (``Content-Length:
+  12abc``);
+* statuses: ``400``, ``401``, ``404`` (the model "does not exist"), ``echo_auth`` (a 500 whose
+  message quotes the request's Authorization header and key, as careless servers do).
+
+Endpoint set-up faults (for the pre-flight): ``api_key`` (requests without ``Bearer <key>`` get
+401), ``served_models`` (``GET /models`` lists them and a chat for another model gets vLLM's
+404 "The model `X` does not exist."), ``max_images`` (vLLM's 400 "At most N image(s) may be
+provided in one prompt."), ``max_context`` (vLLM's 400 when the prompt plus ``max_tokens`` is
+over it), ``route_prefix`` (only paths under it are served: a base URL without ``/v1`` gets
+404), ``echo_auth`` (every error message quotes the Authorization header). ``GET`` requests are
+counted in ``.gets`` (their paths), not in ``.requests``.
 
 ``latency_ms`` delays every answer (concurrency tests and the benchmark).
 
@@ -65,6 +92,7 @@ import argparse
 import asyncio
 import base64
 import binascii
+import gzip
 import io
 import json
 import os
@@ -72,6 +100,7 @@ import random
 import re
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -85,7 +114,11 @@ from visgym.core.literal import parse_literal
 
 DATA_URL_PREFIX = "data:image/jpeg;base64,"
 FAULT_KINDS = ("429", "500", "503", "hang", "drop", "malformed", "null", "empty", "length",
-               "context")
+               "context", "surrogate", "nul", "not_utf8", "choices_int", "choices_dict",
+               "message_null", "content_number", "not_object", "empty_choices", "refusal",
+               "error_200", "usage_text", "content_parts", "long_reply", "huge_reply", "garbage",
+               "gzip_bomb", "slow_body", "partial", "reset_body", "negative_chunk",
+               "redirect_loop", "huge_head", "bad_length", "400", "401", "404", "echo_auth")
 STYLES = ("plain", "prose", "fence", "think", "bare")
 CONTEXT_MESSAGE = ("This model's maximum context length is 8192 tokens. However, your messages "
                    "resulted in 9123 tokens. Please reduce the length of the messages.")
@@ -203,10 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.fake._track(self.connection, False)
 
     def do_GET(self):
-        if self.path.rstrip("/").endswith("/models"):
-            self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
-        else:
-            self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+        self.server.fake._handle_get(self)
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
@@ -240,11 +270,36 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
+    def _raw(self, data: bytes, then: str | None = "close") -> None:
+        """Write bytes as they are; then close the connection, reset it (RST) or keep it."""
+        try:
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:
+            then = "close"
+        if then == "reset":
+            self.close_connection = True
+            try:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+                self.connection.close()
+            except OSError:
+                pass
+        elif then == "close":
+            self._drop()
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
     allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        # A client that hangs up (a timeout, a response cut at its size limit) is expected in
+        # the fault tests; only other errors are printed.
+        error = sys.exc_info()[1]
+        if not isinstance(error, (ConnectionError, TimeoutError, OSError)):
+            super().handle_error(request, client_address)
 
 
 class FakeOpenAI:
@@ -254,7 +309,11 @@ class FakeOpenAI:
                  faults=None, fault_rate: float = 0.0, fault_seed: int = 0,
                  fault_kinds=("429", "500", "503", "drop", "malformed"), hang_s: float = 3.0,
                  retry_after: str = "1", port: int = 0, record: bool = True,
-                 decode_images: bool = True):
+                 decode_images: bool = True, api_key: str | None = None,
+                 echo_auth: bool = False, served_models=None, max_images: int | None = None,
+                 max_context: int | None = None, route_prefix: str | None = None,
+                 huge_bytes: int = 50 << 20, bomb_bytes: int = 300 << 20,
+                 long_reply_chars: int = 100_000, drip_s: float = 0.2):
         if style not in STYLES:
             raise ValueError(f"unknown style {style!r}")
         self.policy = policy
@@ -268,6 +327,18 @@ class FakeOpenAI:
         self.retry_after = retry_after
         self.record = record
         self.decode_images = decode_images
+        self.api_key = api_key
+        self.echo_auth = echo_auth
+        self.served_models = None if served_models is None else list(served_models)
+        self.max_images = max_images
+        self.max_context = max_context
+        self.route_prefix = route_prefix.rstrip("/") if route_prefix else None
+        self.huge_bytes = huge_bytes
+        self.bomb_bytes = bomb_bytes
+        self.long_reply_chars = long_reply_chars
+        self.drip_s = drip_s
+        self._bomb: bytes | None = None
+        self.gets: list[str] = []
         self.requests: list[Request] = []
         self.count = 0            # requests received (also when not recording)
         self.answered = 0         # successful (200 with a reply) answers
@@ -452,6 +523,163 @@ class FakeOpenAI:
                     kind = self._fault_rng.choice(self.fault_kinds)
         return kind
 
+    # -- endpoint set-up faults ---------------------------------------------------------
+    def _error(self, handler: _Handler, status: int, message: str, kind: str,
+               headers: dict | None = None, **extra) -> None:
+        if self.echo_auth:
+            auth = handler.headers.get("Authorization") or ""
+            message += (f" (request had Authorization: {auth}; key "
+                        f"{auth.split(' ', 1)[-1]}; retry at https://user:hunter22@"
+                        "proxy.example/v1)")
+        handler._json(status, {"error": {"message": message, "type": kind, **extra}},
+                      headers=headers)
+
+    def _refused_key(self, handler: _Handler) -> bool:
+        """401 for a request without the right key (when ``api_key`` is set)."""
+        if self.api_key is None:
+            return False
+        auth = handler.headers.get("Authorization") or ""
+        if auth == f"Bearer {self.api_key}":
+            return False
+        self._error(handler, 401, f"Incorrect API key provided: {auth.split(' ', 1)[-1]}.",
+                    "invalid_request_error", code="invalid_api_key")
+        return True
+
+    def _routed(self, path: str) -> str | None:
+        """The route of a path ("/chat/completions", "/models"), or None where there is none."""
+        if self.route_prefix is not None:
+            if not path.startswith(self.route_prefix + "/"):
+                return None
+            path = path[len(self.route_prefix):]
+        for route in ("/chat/completions", "/models"):
+            if path.endswith(route):
+                return route
+        return None
+
+    def _handle_get(self, handler: _Handler) -> None:
+        path = handler.path.split("?", 1)[0].rstrip("/")
+        with self._lock:
+            self.gets.append(path)
+        if self._refused_key(handler):
+            return
+        if self._routed(path) != "/models":
+            self._error(handler, 404, f"no route {path}", "not_found")
+            return
+        models = self.served_models if self.served_models is not None else ["fake"]
+        handler._json(200, {"object": "list", "data": [{"id": m, "object": "model"}
+                                                       for m in models]})
+
+    def _setup_fault(self, handler: _Handler, body: dict, n_images: int) -> bool:
+        """Answer a chat the endpoint's set-up refuses (model, images, context); True if so."""
+        model = body.get("model")
+        if self.served_models is not None and model not in self.served_models:
+            self._error(handler, 404, f"The model `{model}` does not exist.", "NotFoundError")
+            return True
+        if self.max_images is not None and n_images > self.max_images:
+            self._error(handler, 400, f"At most {self.max_images} image(s) may be provided in "
+                        "one prompt.", "BadRequestError")
+            return True
+        if self.max_context is not None:
+            prompt = 100 + 85 * n_images
+            wanted = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+            if isinstance(wanted, int) and prompt + wanted > self.max_context:
+                self._error(handler, 400, f"This model's maximum context length is "
+                            f"{self.max_context} tokens. However, you requested "
+                            f"{prompt + wanted} tokens ({prompt} in the messages, {wanted} in "
+                            "the completion). Please reduce the length of the messages or "
+                            "completion.", "BadRequestError")
+                return True
+        return False
+
+    # -- per-request faults -------------------------------------------------------------
+    def _bomb_body(self) -> bytes:
+        with self._lock:
+            if self._bomb is None:
+                out = io.BytesIO()
+                with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=9) as f:
+                    block = b"\0" * (1 << 20)
+                    for _ in range(self.bomb_bytes >> 20):
+                        f.write(block)
+                self._bomb = out.getvalue()
+            return self._bomb
+
+    def _body_fault(self, handler: _Handler, fault: str, payload: bytes) -> bool:
+        """Send ``payload`` (a 200 JSON reply) broken as ``fault`` says; True if it did."""
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(payload))
+        half = payload[:len(payload) // 2]
+        if fault == "partial":
+            handler._raw(head + half, "close")
+        elif fault == "reset_body":
+            handler._raw(head + half, "reset")
+        elif fault == "slow_body":
+            handler._raw(head, None)
+            deadline = time.monotonic() + self.hang_s
+            for i in range(len(payload)):
+                if self._stop.wait(self.drip_s) or time.monotonic() > deadline:
+                    break
+                try:
+                    handler.wfile.write(payload[i:i + 1])
+                    handler.wfile.flush()
+                except OSError:
+                    break
+            handler._drop()
+        elif fault == "negative_chunk":
+            handler._raw(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n-5\r\n" + payload[:64] +
+                         b"\r\n0\r\n\r\n", None)
+            handler.close_connection = True
+        elif fault == "huge_head":
+            handler._raw(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: "
+                         + b"p" * 100_000 + b"\r\nContent-Length: %d\r\n\r\n" % len(payload)
+                         + payload, "close")
+        elif fault == "bad_length":
+            handler._raw(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 12abc\r\n\r\n" + payload, "close")
+        elif fault == "redirect_loop":
+            handler._raw(b"HTTP/1.1 307 Temporary Redirect\r\nLocation: %s\r\n"
+                         b"Content-Length: 0\r\n\r\n" % handler.path.encode("latin-1"), None)
+        elif fault == "garbage":
+            rng = random.Random(len(payload))
+            handler._send(200, rng.randbytes(self.huge_bytes))
+        elif fault == "gzip_bomb":
+            handler._send(200, self._bomb_body(), headers={"Content-Encoding": "gzip"})
+        elif fault == "not_utf8":
+            handler._send(200, payload.replace(b'"content": "', b'"content": "\xff\xfe\xc3(', 1))
+        else:
+            return False
+        return True
+
+    def _shape_fault(self, fault: str, reply: dict) -> object:
+        """The reply object reshaped as ``fault`` says (or as it is)."""
+        choice = reply["choices"][0]
+        if fault == "choices_int":
+            reply["choices"] = 5
+        elif fault == "choices_dict":
+            reply["choices"] = {"0": choice}
+        elif fault == "message_null":
+            choice["message"] = None
+        elif fault == "content_number":
+            choice["message"]["content"] = 42
+        elif fault == "empty_choices":
+            reply["choices"] = []
+        elif fault == "refusal":
+            choice["message"]["content"] = None
+            choice["message"]["refusal"] = "I can't help with that."
+        elif fault == "error_200":
+            return {"error": {"message": "upstream provider failed", "code": 502}}
+        elif fault == "not_object":
+            return [1, 2, 3]
+        elif fault == "usage_text":
+            reply["usage"] = {"prompt_tokens": "many", "completion_tokens": [1],
+                              "total_tokens": None}
+        elif fault == "content_parts":
+            text = choice["message"]["content"]
+            cut = len(text) // 2
+            choice["message"]["content"] = [{"type": "text", "text": text[:cut]},
+                                             {"type": "text", "text": text[cut:]}]
+        return reply
+
     def _handle(self, handler: _Handler, raw: bytes) -> None:
         received = time.perf_counter()
         with self._lock:
@@ -467,9 +695,12 @@ class FakeOpenAI:
         if self.record:
             with self._lock:
                 self.requests.append(req)
-        if not path.endswith("/chat/completions"):
+        if self._refused_key(handler):
+            req.status = 401
+            return
+        if self._routed(path) != "/chat/completions":
             req.status = 404
-            handler._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+            self._error(handler, 404, f"no route {path}", "not_found")
             return
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             req.status = 400
@@ -489,6 +720,9 @@ class FakeOpenAI:
                         "type": "invalid_request_error"}})
                     return
                 req.image_sizes.append(size)
+        if self._setup_fault(handler, body, len(urls)):
+            req.status = 400
+            return
         ctx = self._context(number, messages)
         fault = self._pick_fault(number, ctx)
         req.fault = fault
@@ -503,16 +737,22 @@ class FakeOpenAI:
         if fault == "drop":
             handler._drop()
             return
-        if fault in ("429", "500", "503"):
-            status = int(fault)
+        if fault in ("429", "500", "503", "400", "401", "404", "echo_auth"):
+            status = 500 if fault == "echo_auth" else int(fault)
             req.status = status
             headers = {"Retry-After": self.retry_after} if status == 429 else None
             message = {429: "Rate limit reached, please retry later.",
                        500: "The server had an error while processing your request.",
-                       503: "The engine is currently overloaded."}[status]
-            handler._json(status, {"error": {"message": message, "type": "server_error"
-                                             if status >= 500 else "rate_limit_error"}},
-                          headers=headers)
+                       503: "The engine is currently overloaded.",
+                       400: "Invalid value for 'temperature': the request is malformed.",
+                       401: "Incorrect API key provided.",
+                       404: f"The model `{body.get('model')}` does not exist."}[status]
+            if fault == "echo_auth":
+                auth = handler.headers.get("Authorization") or ""
+                message += f" Request headers: Authorization: {auth}; api_key={auth[7:]}"
+            self._error(handler, status, message, "server_error" if status >= 500
+                        else "rate_limit_error" if status == 429 else "invalid_request_error",
+                        headers=headers)
             return
         if fault == "context":
             req.status = 400
@@ -533,12 +773,22 @@ class FakeOpenAI:
             content = ""
         elif fault == "length":
             finish = "length"
+        elif fault == "surrogate":
+            content = text + " \ud800"
+        elif fault == "nul":
+            content = text + " \x00"
+        elif fault == "long_reply":
+            words = "I keep thinking about the picture in front of me. "
+            content = (words * (self.long_reply_chars // len(words) + 1))[:self.long_reply_chars]
+            content += " " + text
+        elif fault == "huge_reply":
+            content = ("A" * self.huge_bytes) + " " + text
         req.reply = content
         prompt_tokens = 100 + 85 * len(urls)
         completion_tokens = max(1, len(content or "") // 4)
         with self._lock:
             self.answered += 1
-        handler._json(200, {
+        reply = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -548,7 +798,11 @@ class FakeOpenAI:
                          "finish_reason": finish}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
-        })
+        }
+        if fault is not None and self._body_fault(handler, fault,
+                                                  json.dumps(reply).encode()):
+            return
+        handler._json(200, self._shape_fault(fault, reply) if fault else reply)
 
 
 # ------------------------------------------------------------------------------ fast server

@@ -5,23 +5,35 @@ the attempts, ``content: null`` and ``content: ""`` become the placeholders of t
 still consume a step (the env reports an unparsable action); ``finish_reason: "length"`` is
 flagged but its action is used; a context-length error ends the episode after that step.
 
+What a server sends is untrusted: a reply holding a lone surrogate or a NUL is escaped, a body
+that is not UTF-8 is a retried error, wrong-shaped JSON is a recorded error naming the field, an
+over-long reply is cut to its end (what is stored is what is resent), usage that is not counts is
+dropped, a key quoted in an error body is redacted; every failure is classified transient or
+permanent (``Reply.transient``). The pre-flight (``OpenAIAgent.preflight``) names the cause and
+the fix of an endpoint that cannot serve a run.
+
 The solver policy reads the plan position off the current image, so a step wasted on a
 placeholder does not derail it and the episode still succeeds.
 
 Every test runs twice, over the SDK's own httpx stack and over the lean transport
 (bridges/http_transport.py): each fault must behave the same through both.
 """
+import asyncio
 import json
+import os
+import socket
 import time
 
 import pytest
 
 from fake_openai import FakeOpenAI, solver_entries
-from visgym.bridges.agents import OpenAIAgent
+from visgym.bridges.agents import (MAX_REPLY_CHARS, Episode, GenerationSettings, OpenAIAgent,
+                                   PreflightError, Turn)
 from visgym.bridges.evaluate import EvalConfig, run_eval
 from visgym.bridges.splits import load_split
 
 KEY_ENV = "VISGYM_TEST_KEY"
+KEY = "sk-dummy-fault-tests"
 EXHAUSTED_4 = "Error in receiving a response after 4 trials"
 
 
@@ -30,7 +42,7 @@ AGENT_DEFAULTS = dict(backoff_s=0.01, max_backoff_s=0.05, timeout_s=1.0, max_att
 
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, "sk-dummy-fault-tests")
+    monkeypatch.setenv(KEY_ENV, KEY)
 
 
 @pytest.fixture(autouse=True, params=["lean", "httpx"])
@@ -233,3 +245,275 @@ def test_context_length_error_ends_the_episode(tmp_path, entries, episodes):
     assert last["feedback"].startswith("Cannot parse action string")
     assert record["success"] is False and record["truncated"] is False
     assert record["terminated"] is False
+
+
+# ----------------------------------------------------------- what a server sends is untrusted
+def files_text(folder) -> str:
+    return "".join(open(os.path.join(d, f), encoding="utf-8", errors="replace").read()
+                   for d, _, names in os.walk(folder) for f in names)
+
+
+@pytest.mark.parametrize("kind, tail", [("surrogate", " \\ud800"), ("nul", " \\x00")])
+def test_unencodable_reply_is_escaped_and_the_run_goes_on(tmp_path, entries, episodes, kind,
+                                                          tail):
+    # A "\ud800" escape in the JSON once made the next request's body unencodable: the whole
+    # run ended (exit 2), and a deterministic model repeated it on --resume.
+    (record,), requests, _ = run_one(tmp_path, entries, episodes, {2: kind})
+    step = record["steps_log"][1]
+    assert step["reply"] == entries[0].plan[1] + tail
+    assert step["action"] == entries[0].plan[1] and step["reply_flag"] is None
+    assert_clean_success(record, entries[0])
+    assert requests[2].body["messages"][3] == {"role": "assistant", "content": step["reply"]}
+
+
+def test_body_that_is_not_utf8_is_retried(tmp_path, entries, episodes):
+    (record,), requests, _ = run_one(tmp_path, entries, episodes, {2: "not_utf8"})
+    assert requests[1].fault == "not_utf8"
+    assert record["steps_log"][1]["attempts"] == 2 and record["steps_log"][1]["reply_flag"] is None
+    assert_clean_success(record, entries[0])
+
+
+def test_body_that_is_never_utf8_is_a_recorded_error(tmp_path, entries, episodes):
+    faults = {n: "not_utf8" for n in range(2, 6)}
+    (record,), _, _ = run_one(tmp_path, entries, episodes, faults)
+    step = record["steps_log"][1]
+    assert step["reply"] == EXHAUSTED_4 and step["reply_flag"] == "error"
+    assert "not UTF-8" in step["error"]
+    assert record["success"] is True
+
+
+@pytest.mark.parametrize("kind, reason", [
+    ("choices_int", "choices is a number (5), not a list"),
+    ("choices_dict", "choices is an object (keys: 0), not a list"),
+    ("message_null", "choices[0].message is null, not an object"),
+    ("content_number", "choices[0].message.content is a number (42), not a string"),
+    ("not_object", "the response is a list of 3, not a chat completion object"),
+])
+def test_wrong_shaped_response_is_a_recorded_error(tmp_path, entries, episodes, kind, reason):
+    (record,), requests, _ = run_one(tmp_path, entries, episodes, {2: kind})
+    step = record["steps_log"][1]
+    assert step["reply_flag"] == "error" and step["attempts"] == 1   # not retried
+    assert step["error"] == reason
+    assert step["feedback"].startswith("Cannot parse action string")
+    assert record["success"] is True and record["error_replies"] == 1
+
+
+def test_usage_counts_that_are_not_numbers_are_dropped(tmp_path, entries, episodes):
+    # "prompt_tokens": "many" once crashed the runner's usage sum with a TypeError.
+    (record,), _, _ = run_one(tmp_path, entries, episodes, {2: "usage_text"})
+    assert record["steps_log"][1]["usage"] == {"prompt_tokens": None, "completion_tokens": None}
+    assert record["usage"]["prompt_tokens"] == sum(s["usage"]["prompt_tokens"] or 0
+                                                   for s in record["steps_log"])
+    assert_clean_success(record, entries[0])
+
+
+def test_content_given_as_text_parts_is_joined(tmp_path, entries, episodes):
+    (record,), _, _ = run_one(tmp_path, entries, episodes, {2: "content_parts"})
+    assert record["steps_log"][1]["reply"] == entries[0].plan[1]
+    assert_clean_success(record, entries[0])
+
+
+def test_error_object_in_a_200_body_is_retried(tmp_path, entries, episodes):
+    (record,), _, _ = run_one(tmp_path, entries, episodes, {2: "error_200"})
+    assert record["steps_log"][1]["attempts"] == 2
+    assert_clean_success(record, entries[0])
+
+
+def test_long_reply_is_cut_to_its_end_and_resent_cut(tmp_path, entries, episodes):
+    (record,), requests, _ = run_one(tmp_path, entries, episodes, {2: "long_reply"},
+                                     long_reply_chars=200_000)
+    step = record["steps_log"][1]
+    assert len(step["reply"]) <= MAX_REPLY_CHARS and step["reply_flag"] == "too_long"
+    assert step["reply"].startswith("[reply of 200012 characters cut: only its end is kept]")
+    assert step["action"] == entries[0].plan[1]
+    # What the next turns resend is the cut reply, not the 200,000 characters.
+    assert all(r.body["messages"][3]["content"] == step["reply"] for r in requests[2:])
+
+
+@pytest.mark.parametrize("kind", ["huge_reply", "gzip_bomb", "garbage"])
+def test_body_over_the_size_limit_is_a_retried_error(tmp_path, entries, episodes, kind):
+    (record,), _, _ = run_one(tmp_path, entries, episodes, {2: kind},
+                              agent_kwargs={"max_response_bytes": 1 << 20},
+                              huge_bytes=3 << 20, bomb_bytes=8 << 20)
+    assert record["steps_log"][1]["attempts"] == 2
+    assert_clean_success(record, entries[0])
+
+
+def test_key_quoted_in_an_error_body_is_redacted(tmp_path, entries, episodes):
+    faults = {n: "echo_auth" for n in range(2, 6)}   # every attempt of step 1
+    (record,), _, _ = run_one(tmp_path, entries, episodes, faults, echo_auth=True)
+    error = record["steps_log"][1]["error"]
+    assert "Authorization: Bearer [redacted]" in error and KEY not in error
+    assert KEY not in files_text(tmp_path / "out")
+
+
+def act_once(server, messages=None, **overrides) -> object:
+    agent = agent_for(server, **overrides)
+
+    async def go():
+        try:
+            return await agent.act(Turn(Episode("k", "maze_2d/easy", 0, 0), 0,
+                                        messages or [{"role": "user", "content": "hi"}], "hi"))
+        finally:
+            await agent.aclose()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("kind, transient, error_kind", [
+    ("500", True, "http_500"), ("429", True, "http_429"), ("drop", True, "protocol"),
+    ("malformed", True, "undecodable"), ("not_utf8", True, "undecodable"),
+    ("partial", True, "protocol"), ("hang", True, "timeout"), ("400", False, "http_400"),
+    ("404", False, "http_404"), ("context", False, "context_length"),
+    ("choices_int", False, "bad_shape"), ("redirect_loop", False, "redirects"),
+])
+def test_failures_are_classified_transient_or_permanent(kind, transient, error_kind):
+    with FakeOpenAI(policy="solver", faults=lambda n, ctx: kind, retry_after="0",
+                    hang_s=2.0) as server:
+        reply = act_once(server, max_attempts=2, timeout_s=0.5)
+    assert reply.flag == "error"
+    assert reply.transient is transient and reply.error_kind == error_kind
+    assert reply.attempts == (2 if transient else 1)
+    assert reply.error
+
+
+def test_an_answer_is_not_a_failure():
+    with FakeOpenAI(policy="solver") as server:
+        reply = act_once(server)
+    assert reply.flag is None and reply.transient is None and reply.error_kind is None
+    assert reply.truncated is False
+
+
+# ------------------------------------------------------------------------------ pre-flight
+def preflight(base_url, images=2, api_key_env=KEY_ENV, **kwargs):
+    agent = OpenAIAgent(model=kwargs.pop("model", "fake"), base_url=base_url,
+                        api_key_env=api_key_env, **dict(AGENT_DEFAULTS, **kwargs))
+    asyncio.run(agent.preflight(images=images))
+
+
+def preflight_error(base_url, **kwargs) -> str:
+    start = time.perf_counter()
+    with pytest.raises(PreflightError) as error:
+        preflight(base_url, **kwargs)
+    assert time.perf_counter() - start < 5.0
+    message = str(error.value)
+    assert "\n" not in message and KEY not in message
+    return message
+
+
+def test_preflight_passes_on_a_working_server():
+    with FakeOpenAI(policy="solver") as server:
+        preflight(server.base_url)
+        (chat,) = server.requests_snapshot()
+    assert server.gets == ["/v1/models"]
+    assert chat.n_images == 2 and len(chat.image_sizes) == 2
+    # The run's own generation settings, so that a max_tokens over the context shows.
+    assert chat.body["max_completion_tokens"] == 8192
+
+
+def free_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def test_preflight_names_the_host_and_port_that_refused():
+    port = free_port()
+    message = preflight_error(f"http://127.0.0.1:{port}/v1")
+    assert message.startswith(f"nothing is listening at 127.0.0.1:{port} (connection refused)")
+
+
+def test_preflight_gives_up_on_a_silent_port_within_the_timeout():
+    with socket.socket() as listener:   # accepts, never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        message = preflight_error(f"http://127.0.0.1:{port}/v1", timeout_s=0.5)
+    assert message.startswith(f"no answer from 127.0.0.1:{port} within 0.5 s")
+
+
+def test_preflight_says_the_base_url_lacks_v1():
+    with FakeOpenAI(policy="solver", route_prefix="/v1") as server:
+        url = server.base_url[:-len("/v1")]
+        message = preflight_error(url)
+    assert message.startswith(f"--base-url {url} probably lacks /v1")
+    assert f"try {url}/v1" in message
+
+
+def test_preflight_lists_the_served_models_for_a_wrong_model():
+    served = ["Qwen/Qwen2.5-VL-7B-Instruct", "a", "b", "c", "d", "e", "f"]
+    with FakeOpenAI(policy="solver", served_models=served) as server:
+        message = preflight_error(server.base_url, model="qwen2.5-vl")
+        preflight(server.base_url, model="Qwen/Qwen2.5-VL-7B-Instruct")
+    assert message == (f"--model 'qwen2.5-vl' is not served by 127.0.0.1:{server.port}; it "
+                       "serves Qwen/Qwen2.5-VL-7B-Instruct, a, b, c, d and 2 more")
+
+
+def test_preflight_catches_a_server_limited_to_one_image():
+    with FakeOpenAI(policy="solver", max_images=1) as server:
+        message = preflight_error(server.base_url)
+        preflight(server.base_url, images=1)   # --history 0 or one image per request: fine
+        preflight(server.base_url, images=0)   # text mode
+    assert "accepts at most 1 image(s) per request" in message
+    assert "start vLLM with --limit-mm-per-prompt '{\"image\": 30}'" in message
+
+
+def test_preflight_says_max_tokens_exceeds_the_context():
+    with FakeOpenAI(policy="solver", max_context=4096) as server:
+        message = preflight_error(server.base_url)
+        preflight(server.base_url, settings=GenerationSettings(max_tokens=1024))
+    assert message.startswith("--max-tokens 8192 exceeds the model's context: lower it")
+
+
+def test_preflight_names_the_key_variable_when_the_key_is_rejected():
+    with FakeOpenAI(policy="solver", api_key="the-right-key-123456", echo_auth=True) as server:
+        message = preflight_error(server.base_url)
+    assert f"rejected the API key in ${KEY_ENV}" in message
+
+
+def test_preflight_on_a_local_server_that_wants_a_key_names_the_variable(monkeypatch):
+    monkeypatch.delenv(KEY_ENV)   # a local URL: the agent sends "EMPTY"
+    with FakeOpenAI(policy="solver", api_key="the-right-key-123456") as server:
+        message = preflight_error(server.base_url)
+    assert f"wants an API key" in message and f"environment variable {KEY_ENV}" in message
+
+
+def test_preflight_passes_a_rate_limited_server():
+    with FakeOpenAI(policy="solver", faults=lambda n, ctx: "429", retry_after="0") as server:
+        preflight(server.base_url)
+
+
+@pytest.mark.parametrize("kind, start", [
+    ("503", "127.0.0.1:{port} failed a test chat 3 times"),
+    ("choices_int", "the answer of 127.0.0.1:{port} to a test chat is not a chat completion"),
+    ("malformed", "the answer of 127.0.0.1:{port} to a test chat is not a chat completion"),
+    ("redirect_loop", "http://127.0.0.1:{port}/v1 redirects in a loop"),
+])
+def test_preflight_reports_a_server_that_does_not_answer_chats(kind, start):
+    with FakeOpenAI(policy="solver", faults=lambda n, ctx: kind) as server:
+        message = preflight_error(server.base_url)
+    assert message.startswith(start.format(port=server.port))
+
+
+@pytest.mark.parametrize("url, says", [
+    ("127.0.0.1:8000/v1",
+     "'127.0.0.1:8000/v1' has no scheme; write it as http://127.0.0.1:8000/v1"),
+    ("localhost:8000/v1", "'localhost:8000/v1' has no scheme"),
+    ("ftp://example.com/v1", "has the scheme 'ftp'"),
+    ("me:secret-pass@host:8000/v1", "'[redacted]@host:8000/v1' has no scheme"),
+])
+def test_base_url_without_a_usable_scheme_is_named(url, says):
+    # "localhost:8000/v1" parses as scheme "localhost": this once said the key was missing.
+    with pytest.raises(ValueError, match="--base-url") as error:
+        OpenAIAgent(model="fake", base_url=url, api_key_env="VISGYM_UNSET_KEY_VARIABLE")
+    assert says in str(error.value) and "secret-pass" not in str(error.value)
+
+
+def test_remote_server_without_a_key_says_how_to_run_keyless():
+    with pytest.raises(ValueError) as error:
+        OpenAIAgent(model="fake", base_url="http://10.0.0.7:8000/v1",
+                    api_key_env="VISGYM_UNSET_KEY_VARIABLE")
+    assert "set VISGYM_UNSET_KEY_VARIABLE=EMPTY" in str(error.value)
+    assert "10.0.0.7:8000" in str(error.value)

@@ -5,8 +5,12 @@ with extensions and trailers, read to the close), gzip/deflate decoded by httpx,
 ``Connection: close`` and HTTP/1.0 servers, the keep-alive race (a reused connection the server
 had closed is resent once only when the server cannot have taken the request), timeouts and
 refused connections raising the httpx exceptions the SDK maps, https with a verifying context,
-and the choice of transport (auto: httpx when a proxy variable applies). The fault behaviour
-through the whole evaluation loop is in test_eval_faults.py, run over both transports.
+and the choice of transport (auto: httpx when a proxy variable applies). Malformed framing fails
+at once (negative or non-hex chunk sizes, a head over the cap however it arrives, endless 1xx
+heads, bad Content-Length); bodies are bounded as received and as decoded (a gzip bomb), on the
+lean transport and, through ``limit_response_hook``, on httpx's own; redirects are capped. The
+fault behaviour through the whole evaluation loop is in test_eval_faults.py and
+test_fault_injection.py, run over both transports.
 """
 import asyncio
 import gzip
@@ -17,12 +21,14 @@ import ssl
 import struct
 import subprocess
 import time
+import tracemalloc
 import zlib
 
 import pytest
 
-from visgym.bridges.agents import OpenAIAgent
-from visgym.bridges.http_transport import LeanTransport, httpx, proxy_applies
+from visgym.bridges.agents import Episode, OpenAIAgent, Turn
+from visgym.bridges.http_transport import (ACCEPT_ENCODING, LeanTransport, ResponseTooLarge,
+                                           httpx, limit_response_hook, proxy_applies)
 
 KEY_ENV = "VISGYM_TEST_KEY"
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
@@ -331,6 +337,167 @@ def test_partial_response_is_never_resent():
         run(main())
 
 
+# --------------------------------------------------------- malformed framing, fails at once
+def chunked_raw(*lines: bytes) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + b"".join(l + b"\r\n" for l in lines))
+
+
+def fails_fast(answer, error=httpx.RemoteProtocolError, match=None, **kwargs):
+    """The lean transport raises ``error`` for this answer well before its 5 s read timeout."""
+    async def main():
+        async with RawServer(answer) as server:
+            await get_all(server.port, timeout=httpx.Timeout(5.0), **kwargs)
+
+    start = time.perf_counter()
+    with pytest.raises(error, match=match):
+        run(main())
+    assert time.perf_counter() - start < 2.0
+
+
+@pytest.mark.parametrize("size", [b"-5", b"+5", b"0x5", b"5_0", b"", b" ", b"1" * 17])
+def test_chunk_size_that_is_not_plain_hex_is_rejected_at_once(size):
+    # int(b"-5", 16) is -5: the transport once took it as a chunk, then waited out the timeout.
+    fails_fast(lambda n, h, b: chunked_raw(size, b'{"a": 1}', b"0", b""), match="bad chunk size")
+
+
+def test_complete_head_over_the_cap_is_rejected_even_in_one_piece():
+    head = b"HTTP/1.1 200 OK\r\nX-Padding: " + b"p" * 100_000 + b"\r\nContent-Length: 2\r\n\r\n{}"
+    fails_fast(lambda n, h, b: head, match="headers too long")
+
+
+def test_endless_interim_responses_are_rejected():
+    fails_fast(lambda n, h, b: b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n" * 40 + ok(),
+               match="interim")
+
+
+@pytest.mark.parametrize("length", [b"12abc", b"-1", b"1 2", b"9" * 30])
+def test_bad_content_length_is_rejected(length):
+    fails_fast(lambda n, h, b: b"HTTP/1.1 200 OK\r\nContent-Length: " + length + b"\r\n\r\n{}",
+               match="Content-Length")
+
+
+# ------------------------------------------------------------------------ bounded bodies
+def test_declared_body_over_the_limit_is_refused_before_it_is_read():
+    # The server announces 1 GB and sends nothing more: refused at the head, not after a wait.
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n{"
+    fails_fast(lambda n, h, b: answer, ResponseTooLarge, "1000000000 bytes is over the limit",
+               transport=LeanTransport(max_response_bytes=1 << 20))
+
+
+def test_chunked_body_over_the_limit_is_cut():
+    piece = b"%x\r\n%s" % (64 << 10, b"x" * (64 << 10))
+    fails_fast(lambda n, h, b: chunked_raw(*[piece] * 40, b"0", b""), ResponseTooLarge,
+               transport=LeanTransport(max_response_bytes=1 << 20))
+
+
+def test_endless_trailers_count_towards_the_limit():
+    trailers = [b"X-T: " + b"t" * 1000] * 2000
+    fails_fast(lambda n, h, b: chunked_raw(b"2", b"{}", b"0", *trailers, b""), ResponseTooLarge,
+               transport=LeanTransport(max_response_bytes=1 << 20))
+
+
+def test_close_delimited_body_over_the_limit_is_cut():
+    answer = b"HTTP/1.0 200 OK\r\n\r\n" + b"x" * (3 << 20)
+    fails_fast(lambda n, h, b: (answer, "close"), ResponseTooLarge,
+               transport=LeanTransport(max_response_bytes=1 << 20))
+
+
+def test_body_at_the_limit_is_read():
+    body = b'"' + b"x" * ((1 << 20) - 2) + b'"'
+
+    async def main():
+        async with RawServer(lambda n, h, b: ok(body)) as server:
+            (response,) = await get_all(server.port,
+                                        transport=LeanTransport(max_response_bytes=1 << 20))
+        return response
+
+    assert run(main()).content == body
+
+
+def bomb(decoded_bytes: int) -> bytes:
+    return gzip.compress(b"\0" * decoded_bytes, compresslevel=9)
+
+
+async def post_with_hook(port, limit, transport=None):
+    async with httpx.AsyncClient(transport=transport, timeout=5.0,
+                                 headers={"Accept-Encoding": ACCEPT_ENCODING},
+                                 event_hooks={"response": [limit_response_hook(limit)]}) as client:
+        return await client.post(f"http://127.0.0.1:{port}/v1/chat/completions", content=b"{}")
+
+
+@pytest.mark.parametrize("stack", ["lean", "httpx"])
+def test_gzip_bomb_is_cut_at_the_decoded_limit_with_little_memory(stack):
+    packed = bomb(64 << 20)   # 64 MB of zeros in ~64 KB
+
+    async def main():
+        async with RawServer(lambda n, h, b: ok(packed, "Content-Encoding: gzip")) as server:
+            tracemalloc.start()
+            try:
+                with pytest.raises(ResponseTooLarge, match="decoded"):
+                    await post_with_hook(server.port, 2 << 20,
+                                         LeanTransport() if stack == "lean" else None)
+                return tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+
+    peak = run(main())
+    assert peak < 12 << 20, f"peak {peak / 2**20:.1f} MiB while decoding a 64 MB bomb"
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "deflate-raw", "gzip, gzip"])
+def test_the_hook_decodes_what_it_asks_for(encoding):
+    payload = json.dumps({"choices": [{"message": {"content": "('move', 0)" * 500}}]}).encode()
+    if encoding == "deflate-raw":
+        packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+        packed, header = packer.compress(payload) + packer.flush(), "deflate"
+    elif encoding == "deflate":
+        packed, header = zlib.compress(payload), "deflate"
+    elif encoding == "gzip, gzip":
+        packed, header = gzip.compress(gzip.compress(payload)), encoding
+    else:
+        packed, header = gzip.compress(payload), "gzip"
+
+    async def main():
+        async with RawServer(lambda n, h, b: ok(packed, f"Content-Encoding: {header}")) as server:
+            response = await post_with_hook(server.port, 1 << 20, LeanTransport())
+        return server, response
+
+    server, response = run(main())
+    assert response.content == payload and "content-encoding" not in response.headers
+    assert b"accept-encoding: gzip, deflate\r\n" in server.requests[0][0].lower()
+
+
+def test_the_hook_refuses_an_encoding_it_did_not_ask_for():
+    async def main():
+        brotli = ok(b"\x0b\x02\x80{}\x03", "Content-Encoding: br")
+        async with RawServer(lambda n, h, b: brotli) as server:
+            await post_with_hook(server.port, 1 << 20, LeanTransport())
+
+    with pytest.raises(httpx.DecodingError, match="'br'"):
+        run(main())
+
+
+def test_the_hook_refuses_a_declared_length_over_the_limit_on_httpx():
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n{"
+
+    async def main():
+        async with RawServer(lambda n, h, b: answer) as server:
+            await post_with_hook(server.port, 1 << 20)
+
+    start = time.perf_counter()
+    with pytest.raises(ResponseTooLarge):
+        run(main())
+    assert time.perf_counter() - start < 2.0
+
+
+def test_body_limit_must_be_positive():
+    with pytest.raises(ValueError, match="max_response_bytes"):
+        LeanTransport(max_response_bytes=0)
+    with pytest.raises(ValueError, match="max_response_bytes"):
+        limit_response_hook(0)
+
+
 # ------------------------------------------------------------------------------ timeouts
 def test_read_timeout():
     async def main():
@@ -457,6 +624,51 @@ def test_openai_agent_gets_a_decoded_reply_through_the_lean_transport(monkeypatc
     head, body = server.requests[0]
     assert b"authorization: bearer sk-test" in head.lower()
     assert json.loads(body) == {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.mark.parametrize("transport", ["lean", "httpx"])
+def test_redirect_loop_costs_at_most_six_requests_and_is_not_retried(monkeypatch, transport):
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    loop = b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /v1/chat/completions\r\n" \
+        b"Content-Length: 0\r\n\r\n"
+
+    async def main():
+        async with RawServer(lambda n, h, b: loop) as server:
+            agent = OpenAIAgent(model="m", base_url=f"http://127.0.0.1:{server.port}/v1",
+                                api_key_env=KEY_ENV, http_transport=transport, max_attempts=4,
+                                backoff_s=0.01)
+            reply = await agent.act(Turn(Episode("k", "maze_2d/easy", 0, 0), 0,
+                                         [{"role": "user", "content": "hi"}], "hi"))
+            await agent.aclose()
+        return reply, server
+
+    reply, server = run(main())
+    # 1 request + 5 redirects (httpx follows 20 by default: 21 per attempt, each attempt retried).
+    assert len(server.requests) == 6
+    assert reply.flag == "error" and reply.attempts == 1 and reply.transient is False
+    assert reply.error_kind == "redirects" and "redirects" in reply.error.lower()
+
+
+@pytest.mark.parametrize("transport", ["lean", "httpx"])
+def test_agent_reply_body_over_the_limit_is_a_transient_error(monkeypatch, transport):
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    big = {"choices": [{"message": {"content": "x" * (2 << 20)}}]}
+    answer = ok(json.dumps(big).encode())
+
+    async def main():
+        async with RawServer(lambda n, h, b: answer) as server:
+            agent = OpenAIAgent(model="m", base_url=f"http://127.0.0.1:{server.port}/v1",
+                                api_key_env=KEY_ENV, http_transport=transport, max_attempts=2,
+                                backoff_s=0.01, max_response_bytes=1 << 20)
+            reply = await agent.act(Turn(Episode("k", "maze_2d/easy", 0, 0), 0,
+                                         [{"role": "user", "content": "hi"}], "hi"))
+            await agent.aclose()
+        return reply, server
+
+    reply, server = run(main())
+    assert len(server.requests) == 2
+    assert reply.flag == "error" and reply.attempts == 2 and reply.transient is True
+    assert reply.error_kind == "too_large" and "over the limit" in reply.error
 
 
 # ------------------------------------------------------------------- choosing a transport

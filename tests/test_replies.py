@@ -1,6 +1,8 @@
 """Tests for visgym.bridges.replies: model reply -> action string (agent_loop.md section 6,
 api.md section 5.3). One behaviour of the spec per test, then the malformed strings of the parity
-recordings, property tests and the bounds on adversarial input."""
+recordings, property tests, the bounds on adversarial input, and the preparation of a reply for
+the loop (``encodable``, ``bound_reply``: what is stored and resent can always be encoded, and
+is bounded)."""
 import ast
 import inspect
 import time
@@ -10,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import visgym.bridges.replies as replies
-from visgym.bridges.replies import MAX_REPLY_CHARS, extract_action, extract_think
+from visgym.bridges.replies import (MAX_REPLY_CHARS, bound_reply, encodable, extract_action,
+                                    extract_think)
 
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -419,3 +422,61 @@ def test_long_reply_with_first_scans_its_beginning():
     reply = "('move', 1) " + "blah " * MAX_REPLY_CHARS + "('move', 2)"
     assert extract_action(reply, first=True) == "('move', 1)"
     assert extract_action(reply) == "('move', 2)"
+
+
+# -- preparing a reply for the loop: encodable and bounded ---------------------------------------
+
+def test_encodable_escapes_lone_surrogates_and_nuls():
+    text = "('move', 1) \ud800 and \udfff\x00end"
+    clean = encodable(text)
+    assert clean == "('move', 1) \\ud800 and \\udfff\\x00end"
+    clean.encode("utf-8")   # a lone surrogate made json.dumps(...).encode() raise before
+    assert extract_action(clean) == "('move', 1)"
+
+
+def test_encodable_keeps_other_text_as_it_is():
+    for text in ("('move', 1)", "caf\u00e9 \U0001f600 \u4e2d\u6587", "tab\tnew\nline"):
+        assert encodable(text) is text
+
+
+def test_encodable_escapes_a_nul_in_non_ascii_text():
+    assert encodable("\u00e9\x00") == "\u00e9\\x00"
+
+
+def test_bound_reply_keeps_a_short_reply_whole():
+    assert bound_reply("('move', 1)") == ("('move', 1)", False)
+
+
+def test_bound_reply_cuts_a_long_reply_to_its_end_and_keeps_the_action():
+    reply = "I keep thinking. " * 6000 + "('move', 3)"
+    text, cut = bound_reply(reply)
+    assert cut is True and len(text) <= MAX_REPLY_CHARS
+    assert text.startswith(f"[reply of {len(reply)} characters cut: only its end is kept]\n")
+    assert text.endswith("('move', 3)")
+    assert extract_action(text) == extract_action(reply) == "('move', 3)"
+
+
+def test_bound_reply_stays_within_the_limit_when_escapes_lengthen_it():
+    # Each lone surrogate becomes six characters; the limit holds after escaping.
+    text, cut = bound_reply("\ud800" * 6000 + "('stop', 'stop')")
+    assert cut is True and len(text) <= MAX_REPLY_CHARS
+    text.encode("utf-8")
+    assert text.endswith("('stop', 'stop')")
+
+
+def test_bound_reply_of_fifty_megabytes_is_fast_and_small():
+    reply = "A" * (50 << 20) + " ('move', 0)"
+    start = time.perf_counter()
+    text, cut = bound_reply(reply)
+    assert time.perf_counter() - start < 1.0
+    assert cut and len(text) <= MAX_REPLY_CHARS and text.endswith("('move', 0)")
+
+
+@settings(max_examples=200, **SETTINGS)
+@given(st.text(alphabet=st.characters(codec=None, min_codepoint=0, max_codepoint=0x10FFFF),
+               max_size=400), st.integers(min_value=60, max_value=500))
+def test_bound_reply_is_always_encodable_and_bounded(text, limit):
+    out, cut = bound_reply(text, limit)
+    out.encode("utf-8")
+    assert "\x00" not in out and len(out) <= limit
+    assert cut == (len(encodable(text)) > limit)
