@@ -754,11 +754,9 @@ class Runner:
 
     @staticmethod
     def _gif_captions(record: dict) -> list:
-        captions = [[f"step {entry['step']}", f"action: {entry['action']}",
-                     f"feedback: {entry['feedback']}"] for entry in record["steps_log"]]
-        captions.append([f"final state after {record['steps']} steps",
-                         f"reward={record['reward']:.3f} ({record['end_reason']})"])
-        return captions
+        from .gifs import episode_captions   # step, action, feedback and the reply's excerpt
+
+        return episode_captions(record)
 
     def _schedule_gif(self, record: dict, frames: list | None) -> None:
         """Write the episode's GIF in the GIF thread; with ``frames`` None the frames are
@@ -818,7 +816,8 @@ class Runner:
             keep = {k: record[k] for k in ("key", "env_id", "task", "split", "index",
                                            "episode_seed", "init_state", "reward", "steps",
                                            "end_reason") if k in record}
-            keep["steps_log"] = [{k: e.get(k) for k in ("step", "action", "feedback")}
+            keep["steps_log"] = [{k: e.get(k) for k in ("step", "action", "feedback", "reply",
+                                                        "reply_flag")}
                                  for e in record["steps_log"]]
             keep["_make_kwargs"] = kwargs.get(record["key"], {})
             self._schedule_gif(keep, None)
