@@ -361,6 +361,25 @@ _MEAN_BAR = (52, 60, 80)
 _WHISKER = (25, 25, 25)
 
 
+def _percent_axis(img, font, plot_x0: int, plot_w: int, top: int, plot_y1: int):
+    """Grid lines and labels at every 25 % of a horizontal success-rate axis; returns the
+    function mapping a rate to its x pixel."""
+    from ..render import raster, text
+
+    def x_of(rate: float) -> int:
+        return plot_x0 + int(round(min(max(rate, 0.0), 1.0) * plot_w))
+
+    ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
+    tx = np.array([x_of(t) for t in ticks])
+    raster.fill_rects(img, np.zeros(len(ticks), np.int64), tx, top - 4, tx + 1, plot_y1,
+                      np.array([_AXIS if t == 0.0 else _GRID for t in ticks], np.uint8))
+    tick_labels = [f"{int(t * 100)}%" for t in ticks]
+    tick_x = [int(x) - text.text_size(s, font)[0] // 2 for x, s in zip(tx, tick_labels)]
+    text.draw_text(img, np.zeros(len(ticks), np.int64), tick_labels, tick_x, plot_y1 + 6,
+                   _AXIS, font)
+    return x_of
+
+
 def render_success_chart(rows: list[dict], title: str, subtitle: str = "") -> np.ndarray:
     """The success chart as an RGB uint8 image: one horizontal bar per summary row (the ALL
     rows in a darker colour), the 95 % interval as a whisker, the rate printed to the right."""
@@ -396,20 +415,7 @@ def render_success_chart(rows: list[dict], title: str, subtitle: str = "") -> np
 
     img = np.full((1, height, width, 3), 255, dtype=np.uint8)
     zero = np.zeros(1, dtype=np.int64)
-
-    def x_of(rate: float) -> int:
-        return plot_x0 + int(round(min(max(rate, 0.0), 1.0) * plot_w))
-
-    # Grid lines and axis labels at every 25 %.
-    ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
-    tx = np.array([x_of(t) for t in ticks])
-    raster.fill_rects(img, np.zeros(len(ticks), np.int64), tx, top - 4, tx + 1, plot_y1,
-                      np.array([_AXIS if t == 0.0 else _GRID for t in ticks], np.uint8))
-    tick_labels = [f"{int(t * 100)}%" for t in ticks]
-    tick_x = [int(x) - text.text_size(s, font)[0] // 2 for x, s in zip(tx, tick_labels)]
-    text.draw_text(img, np.zeros(len(ticks), np.int64), tick_labels, tick_x, plot_y1 + 6,
-                   _AXIS, font)
-
+    x_of = _percent_axis(img, font, plot_x0, plot_w, top, plot_y1)
     text.draw_text(img, zero, [title], margin, margin, _BLACK, title_font)
     if subtitle:
         text.draw_text(img, zero, [subtitle], margin, margin + title_font.line_height + 4,
@@ -739,18 +745,7 @@ def render_comparison_chart(runs: list[_Run], title: str) -> np.ndarray:
 
     img = np.full((1, height, width, 3), 255, dtype=np.uint8)
     zero = np.zeros(1, dtype=np.int64)
-
-    def x_of(rate: float) -> int:
-        return plot_x0 + int(round(min(max(rate, 0.0), 1.0) * plot_w))
-
-    ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
-    tx = np.array([x_of(t) for t in ticks])
-    raster.fill_rects(img, np.zeros(len(ticks), np.int64), tx, top - 4, tx + 1, plot_y1,
-                      np.array([_AXIS if t == 0.0 else _GRID for t in ticks], np.uint8))
-    tick_labels = [f"{int(t * 100)}%" for t in ticks]
-    tick_x = [int(x) - text.text_size(s, font)[0] // 2 for x, s in zip(tx, tick_labels)]
-    text.draw_text(img, np.zeros(len(ticks), np.int64), tick_labels, tick_x, plot_y1 + 6,
-                   _AXIS, font)
+    x_of = _percent_axis(img, font, plot_x0, plot_w, top, plot_y1)
     text.draw_text(img, zero, [title], margin, margin, _BLACK, title_font)
     if runs:
         ly = np.array([legend_y0 + j * legend_pitch for j in range(len(runs))], np.int64)
