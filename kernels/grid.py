@@ -103,6 +103,19 @@ def generate_mazes(walls, agent, target, rows, seeds):
             agent[b, 0], agent[b, 1], target[b, 0], target[b, 1] = lo_r, hi_c, hi_r, lo_c
 
 
+@njit(cache=True, inline="always")
+def try_move(walls, agent, d_row, d_col):
+    """Move ``agent`` (row, col) one cell by (d_row, d_col) unless a wall is there; return
+    whether it moved."""
+    nr = agent[0] + d_row
+    nc = agent[1] + d_col
+    if walls[nr, nc] != 0:
+        return False
+    agent[0] = nr
+    agent[1] = nc
+    return True
+
+
 @njit(cache=True)
 def step_moves(walls, agent, prev_agent, ints, rows, wall_code, feedback):
     """The moves of one maze_2d step, in place, for the rows where ``rows`` is true (valid
@@ -115,13 +128,8 @@ def step_moves(walls, agent, prev_agent, ints, rows, wall_code, feedback):
         if not rows[b]:
             continue
         d = ints[b, 0]
-        nr = agent[b, 0] + DIR_DROW[d]
-        nc = agent[b, 1] + DIR_DCOL[d]
-        if walls[b, nr, nc] != 0:
+        if not try_move(walls[b], agent[b], DIR_DROW[d], DIR_DCOL[d]):
             feedback[b] = wall_code
-        else:
-            agent[b, 0] = nr
-            agent[b, 1] = nc
 
 
 @njit(cache=True)

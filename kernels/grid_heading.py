@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from .batching import row_kernel
+from .grid import try_move
 from .rng import below, seed_state
 
 FWD_DROW = np.array([1, 0, -1, 0], dtype=np.int64)
@@ -111,14 +112,10 @@ def step_heading(walls, agent, heading, kind, ints, rows, move_kind, turn_kind, 
         k = kind[b]
         if k == move_kind:
             d = heading[b]
-            nr = agent[b, 0] + FWD_DROW[d]
-            nc = agent[b, 1] + FWD_DCOL[d]
-            if walls[b, nr, nc] != 0:
-                feedback[b] = wall_code
-            else:
-                agent[b, 0] = nr
-                agent[b, 1] = nc
+            if try_move(walls[b], agent[b], FWD_DROW[d], FWD_DCOL[d]):
                 changed[b] = True
+            else:
+                feedback[b] = wall_code
         elif k == turn_kind:
             heading[b] = (heading[b] + TURN_DELTA[ints[b, 0]]) % 4
             changed[b] = True
