@@ -703,6 +703,10 @@ class Runner:
                     entry["usage"] = reply.usage
                 if reply.error:
                     entry["error"] = reply.error
+                    entry["error_kind"] = reply.error_kind
+                    entry["transient"] = reply.transient
+                if reply.truncated:
+                    entry["truncated"] = True
                 if cfg.elicit_verbalization:
                     think = extract_think(reply.text)
                     if think is not None:
@@ -912,8 +916,11 @@ class Runner:
         before anything is written; agents without an endpoint have none."""
         check = getattr(self.agent, "preflight", None)
         if self.config.preflight and check is not None:
-            # The first turn holds two images with --final-goal; text mode sends none.
-            await check(images=0 if self.config.text_mode else 2)
+            # A request holds two images from the second turn on (history) or with --final-goal,
+            # one with --history 0 alone, none in text mode.
+            cfg = self.config
+            images = 0 if cfg.text_mode else (2 if cfg.history != 0 or cfg.final_goal else 1)
+            await check(images=images)
 
     async def _close_agent(self) -> None:
         if not getattr(self, "_agent_closed", False):

@@ -169,6 +169,8 @@ def test_exhausted_attempts_record_the_placeholder_and_consume_the_step(tmp_path
     assert step["feedback"].startswith("Cannot parse action string")
     assert step["reward"] == 0.0 and step["terminated"] is False
     assert "500" in step["error"] or "Error code" in step["error"]
+    # The classification is kept with the step (the circuit breaker and the report use it).
+    assert step["transient"] is True and step["error_kind"]
     # The step counts; the solver then resumes the plan from the unchanged state.
     assert record["steps"] == len(plan) + 1 == len(record["steps_log"])
     assert record["error_replies"] == 1 and record["invalid_actions"] == 1

@@ -20,8 +20,9 @@ def numba_parallel(monkeypatch):
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
                     reason="no fork on this platform")
-def test_fork_while_numba_threads_are_not_running(numba_parallel):
+def test_fork_while_numba_threads_are_not_running(numba_parallel, monkeypatch):
     numba_parallel(False)
+    monkeypatch.setattr(pools, "_jax_started", lambda: False)   # an earlier test may run MJX
     assert pools.pool_context().get_start_method() == "fork"
 
 
