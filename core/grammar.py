@@ -42,6 +42,8 @@ FORMAT_MESSAGE = (
 # Strings longer than this are parsed every time instead of being remembered.
 _CACHE_MAX_TEXT = 512
 _CACHE_MAX_ENTRIES = 1 << 16
+# Batches up to this size are copied row by row instead of gathered.
+_SMALL_BATCH = 4
 # Feedback quotes at most this many characters of the model's text (it is sent back to the model
 # on every later turn, so it costs prompt tokens), escaped so that it is always printable.
 _QUOTE_MAX = 200
@@ -420,6 +422,18 @@ class Grammar:
         ids = [vocab.get(t) if type(t) is str or t is None else None for t in texts]
         if None in ids:
             ids = [self._intern(t) if i is None else i for t, i in zip(texts, ids)]
+        messages = self._messages
+        out.message = [messages[i] for i in ids]
+        if batch <= _SMALL_BATCH:
+            # A few rows: element copies cost less than the gathers' fixed overhead.
+            for b, i in enumerate(ids):
+                out.kind[b] = self._kind[i]
+                out.error[b] = self._error[i]
+                out.move[b] = self._move[i]
+                out.stop[b] = self._stop[i]
+                out.ints[b] = self._ints[i]
+                out.floats[b] = self._floats[i]
+            return out
         if self._ids.shape[0] != batch:
             self._ids = np.zeros(batch, np.int64)
         self._ids[:] = ids
@@ -429,8 +443,6 @@ class Grammar:
         np.take(self._stop, self._ids, out=out.stop)
         np.take(self._ints, self._ids, axis=0, out=out.ints)
         np.take(self._floats, self._ids, axis=0, out=out.floats)
-        messages = self._messages
-        out.message = [messages[i] for i in ids]
         # Strings too long to remember still take a table row; the table is bounded by the
         # reset above, so a stream of long replies cannot grow it without limit.
         return out

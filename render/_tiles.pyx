@@ -15,17 +15,27 @@ ctypedef unsigned char u8
 
 def blit_tiles(u8[:, :, :, ::1] frames, long long[::1] idx, u8[:, :, :, ::1] tiles,
                int[::1] tile_ids, int[::1] x, int[::1] y):
-    """Copy tile tile_ids[n] with its top-left corner at (x[n], y[n]) of frame idx[n]."""
-    cdef Py_ssize_t n, row, b, t, x0, y0, cx0, cx1, cy0, cy1
+    """Copy tile tile_ids[n] with its top-left corner at (x[n], y[n]) of frame idx[n].
+
+    Returns the number of entries whose frame or tile index is out of range; when there are
+    any, nothing is drawn (the Python face raises)."""
+    cdef Py_ssize_t n, row, b, t, x0, y0, cx0, cx1, cy0, cy1, bad = 0
     cdef Py_ssize_t H = frames.shape[1], W = frames.shape[2]
     cdef Py_ssize_t th = tiles.shape[1], tw = tiles.shape[2], T = tiles.shape[0]
     cdef Py_ssize_t B = frames.shape[0]
+    cdef Py_ssize_t N = idx.shape[0]
+    if tile_ids.shape[0] != N or x.shape[0] != N or y.shape[0] != N:
+        raise ValueError(f"tile_ids, x, y: expected {N} entries each (one per idx), got "
+                         f"{tile_ids.shape[0]}, {x.shape[0]}, {y.shape[0]}")
     with nogil:
-        for n in range(idx.shape[0]):
+        for n in range(N):
+            if idx[n] < 0 or idx[n] >= B or tile_ids[n] < 0 or tile_ids[n] >= T:
+                bad += 1
+        if bad:
+            N = 0
+        for n in range(N):
             b = idx[n]
             t = tile_ids[n]
-            if b < 0 or b >= B or t < 0 or t >= T:
-                continue
             x0 = x[n]
             y0 = y[n]
             cx0 = x0 if x0 > 0 else 0
@@ -37,6 +47,7 @@ def blit_tiles(u8[:, :, :, ::1] frames, long long[::1] idx, u8[:, :, :, ::1] til
             for row in range(cy0, cy1):
                 memcpy(&frames[b, row, cx0, 0], &tiles[t, row - y0, cx0 - x0, 0],
                        (cx1 - cx0) * 3)
+    return bad
 
 
 cdef bint _rows_equal(u8[:, :, :, ::1] tiles, Py_ssize_t t) noexcept nogil:

@@ -32,13 +32,6 @@ def _idx_arg(idx, batch):
     return idx
 
 
-def _per_tile(values, name: str, idx):
-    values = np.ascontiguousarray(values, dtype=np.int32)
-    if values.shape != idx.shape:
-        raise ValueError(f"{name}: expected shape {idx.shape}, got {values.shape}")
-    return values
-
-
 def _tiles_arg(tiles):
     if not (isinstance(tiles, np.ndarray) and tiles.dtype == np.uint8 and tiles.ndim == 4
             and tiles.shape[3] == 3 and tiles.flags.c_contiguous):
@@ -46,15 +39,33 @@ def _tiles_arg(tiles):
     return tiles
 
 
+_INT64 = np.dtype(np.int64)
+_INT32 = np.dtype(np.int32)
+
+
+def _as(values, dtype):
+    # No copy (and no call into NumPy) when the caller already holds the right array.
+    if type(values) is np.ndarray and values.dtype == dtype and values.flags.c_contiguous:
+        return values
+    return np.ascontiguousarray(values, dtype=dtype)
+
+
 def blit_tiles(frames, idx, tiles, tile_ids, x, y) -> None:
-    """Copy tile ``tile_ids[n]`` to (x[n], y[n]) (top-left, pixels) of frame ``idx[n]``."""
+    """Copy tile ``tile_ids[n]`` to (x[n], y[n]) (top-left, pixels) of frame ``idx[n]``.
+
+    The range checks of ``idx`` and ``tile_ids`` run in compiled code before anything is drawn
+    (a step's redraw is a few tiles, so checks in NumPy would cost more than the copies): with
+    any entry out of range nothing is drawn and a ValueError says how many there were."""
     _frames_arg(frames)
     _tiles_arg(tiles)
-    idx = _idx_arg(idx, frames.shape[0])
-    tile_ids = _per_tile(tile_ids, "tile_ids", idx)
-    if not _below(tile_ids, tiles.shape[0]):
-        raise ValueError(f"tile_ids: tile indices must be in [0, {tiles.shape[0]})")
-    _tiles.blit_tiles(frames, idx, tiles, tile_ids, _per_tile(x, "x", idx), _per_tile(y, "y", idx))
+    idx = _as(idx, _INT64)
+    if idx.ndim != 1:
+        raise ValueError("idx: expected a 1-D array of frame indices")
+    arrays = [_as(a, _INT32) for a in (tile_ids, x, y)]
+    bad = _tiles.blit_tiles(frames, idx, tiles, *arrays)
+    if bad:
+        raise ValueError(f"idx, tile_ids: {bad} entries out of range (frame indices must be in "
+                         f"[0, {frames.shape[0]}), tile indices in [0, {tiles.shape[0]}))")
 
 
 def blit_tilemaps(frames, idx, tiles, tilemaps) -> None:
