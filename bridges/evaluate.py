@@ -56,7 +56,7 @@ from ..core.rollout import run_plans
 from ..core.threads import ProcessThreadPool
 from .agents import Agent, Episode, Turn
 from .conversation import episode_instructions, prune_history, turn_text, user_content
-from .files import atomic_write
+from .files import FolderLock, atomic_write
 from .imaging import encode_jpeg_b64, frame_encoder
 from .replies import extract_action, extract_think
 from .splits import EpisodeSpec, task_versions
@@ -195,19 +195,9 @@ def remove_stale_temp_files(out: Path) -> int:
 
 def _lock_out(out: Path):
     """Hold an exclusive lock on the run folder for the whole run (two runs appending to one
-    episodes.jsonl would record episodes twice); return the open lock file."""
-    import fcntl
-
-    path = out / ".visgym-eval.lock"
-    with _naming(path):
-        handle = open(path, "a")
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise ValueError(f"--out: another visgym eval is running on {out} (wait for it to end, "
-                         "or choose another directory)") from None
-    return handle
+    episodes.jsonl would record episodes twice); return the held lock (``close()`` frees it)."""
+    with _naming(out / FolderLock.NAME):
+        return FolderLock(out, "--out").acquire()
 
 
 def read_done_keys(path: Path) -> set:
@@ -940,7 +930,7 @@ class Runner:
             await self._close_agent()
             lock = getattr(self, "_lock", None)
             if lock is not None:
-                lock.close()
+                lock.release()
         return paths
 
     async def _run_todo(self, todo: list) -> dict:

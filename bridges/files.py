@@ -121,6 +121,13 @@ class FolderLock:
         self.fd = None
 
     def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def acquire(self) -> "FolderLock":
+        """Take the lock now (``FolderLocked`` if another process holds it)."""
         import fcntl
 
         os.makedirs(self.folder, exist_ok=True)
@@ -139,7 +146,8 @@ class FolderLock:
         self.fd = fd
         return self
 
-    def __exit__(self, *exc) -> None:
+    def release(self) -> None:
+        """Free the lock (the file stays, emptied)."""
         fd, self.fd = self.fd, None
         if fd is not None:
             with contextlib.suppress(OSError):

@@ -348,10 +348,10 @@ def test_a_second_run_on_the_same_folder_is_refused(tmp_path):
     _solver_run(out, episodes=1)
     held = _lock_out(out)        # as a run still going would hold it
     try:
-        with pytest.raises(ValueError, match="another visgym eval is running"):
+        with pytest.raises(ValueError, match="in use by another process"):
             _solver_run(out, resume=True, episodes=2)
     finally:
-        held.close()
+        held.release()
     assert len(records(out)) == 1
     _solver_run(out, resume=True, episodes=2)
     assert len(records(out)) == 2
