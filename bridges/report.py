@@ -337,6 +337,14 @@ def _summary_markdown(run_dir: str, rows: list[dict], records: list, info: dict)
     out.append("Success = reward 1.0 (agent stopped on a solved state). Intervals are 95% Wilson "
                "score intervals; ALL rows are unweighted means over tasks. Invalid-action and "
                "error-reply rates are per step, truncation per episode.")
+    errors = info.get("errors")
+    if isinstance(errors, dict) and errors:
+        out += ["", "## Failed requests", "", "| Task | Failed requests | Most common error |",
+                "|---|---:|---|"]
+        for task, e in sorted(errors.items()):
+            if isinstance(e, dict):
+                text = f"{_md_escape(_describe(e.get('most_common')))} ({e.get('count')}x)"
+                out.append(f"| {_md_escape(task)} | {e.get('errors')} | {text} |")
     return "\n".join(out) + "\n"
 
 

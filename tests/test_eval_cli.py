@@ -325,6 +325,8 @@ def test_breaker_stops_a_run_whose_requests_fail_in_a_row_and_resume_continues(t
     # The summary names each task's most common server error.
     assert "Failed requests" in stdout and "maze_2d/easy: 3 failed request(s)" in stdout
     assert NOT_FOUND in stdout
+    summary = (out / "summary.md").read_text()
+    assert "## Failed requests" in summary and NOT_FOUND in summary
 
 
 def test_breaker_stops_when_the_first_requests_all_fail_even_transiently(tmp_path, capsys):
