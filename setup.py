@@ -9,7 +9,7 @@ from setuptools import Extension, setup
 
 COMPILE_ARGS = ["-O3", "-ffast-math", "-fno-finite-math-only"]
 
-MODULES = ("_raster", "_tiles", "_raster3d", "_jpeg", "_resize")  # render/<name>.pyx -> visgym.render.<name>
+MODULES = ("_raster", "_tiles", "_raster3d", "_jpeg", "_resize", "_compose")  # render/<name>.pyx -> visgym.render.<name>
 
 extensions = [
     Extension(

@@ -30,7 +30,7 @@ def rollout(env_id: str, episodes: int, seed: int, max_frames: int = 64):
     env = make(env_id, num_envs=episodes, autoreset="disabled", max_steps=None)
     frames, _ = env.reset(seeds=range(seed, seed + episodes))
     plans = env.solve()
-    recorded = [[frames[b].copy()] for b in range(episodes)]
+    recorded = [[env.frame(b).copy()] for b in range(episodes)]   # each episode's own size
     captions = [[] for _ in range(episodes)]
 
     def on_step(t, frames, reward, terminated, truncated, info, active):
@@ -38,7 +38,7 @@ def rollout(env_id: str, episodes: int, seed: int, max_frames: int = 64):
             if len(recorded[b]) < max_frames:
                 captions[b].append([f"step {t}", f"action: {plans[b][t]}",
                                     f"feedback: {info['feedback'][b]}"])
-                recorded[b].append(frames[b].copy())
+                recorded[b].append(env.frame(b).copy())
 
     result = run_plans(env, plans, on_step)
     for b in range(episodes):   # frame k is captioned with the action taken from it

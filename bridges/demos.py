@@ -514,10 +514,11 @@ def _rollout(cfg: DemoConfig, episodes: list, image_dir: str, timing: dict, keep
             break
         rows = np.flatnonzero(running).tolist()
         t0 = time.perf_counter()
-        frames = env.frames
+        frames, sizes = env.frames, env.frame_hw.tolist()   # each episode's own frame size
         for b in rows:
             episodes[b].images.append(f"{image_dir}/e{episodes[b].number:06d}_s{t:03d}.jpg")
-            jpegs[b].append(encoders[b](frames[b]))
+            h, w = sizes[b]
+            jpegs[b].append(encoders[b](frames[b, :h, :w]))
         timing["encode_s"] += time.perf_counter() - t0
         actions: list = [None] * count
         for b in rows:

@@ -577,7 +577,7 @@ class Runner:
         result = run_plans(env, env.solve())
         if not result.terminated[0] or result.reward[0] != 1.0:
             return None
-        return env.frames[0].copy()
+        return env.frame(0).copy()   # the episode's own frame size (DESIGN.md "Frames")
 
     def _encode_timed(self, frame, encoder=None) -> tuple[str, float]:
         t0 = time.perf_counter()
@@ -641,8 +641,9 @@ class Runner:
                 text = turn_text(i, budget, instructions, feedback, cfg.include_feedback,
                                  cfg.history, cfg.text_mode)
                 # The row only changes when this episode steps, so the encoder may read it in
-                # place; a copy is kept only for the GIF.
-                frame = env.frames[slot]
+                # place; a copy is kept only for the GIF. The view is the episode's own frame
+                # size (DESIGN.md "Frames"); the slot's encoder starts afresh when it changes.
+                frame = env.frame(slot)
                 ascii_frame = env.render_text(slot) if cfg.text_mode else None
                 self.overhead_s += time.perf_counter() - t0
                 image_b64 = None if cfg.text_mode else \
@@ -713,7 +714,7 @@ class Runner:
                 if truncated:
                     break
             if gif:
-                frames.append(env.frames[slot].copy())
+                frames.append(env.frame(slot).copy())
             record.update(success=bool(terminated and total_reward >= 1.0), reward=total_reward,
                           steps=len(steps_log), terminated=terminated,
                           truncated=bool(end_reason == "budget"), end_reason=end_reason,
@@ -788,10 +789,10 @@ class Runner:
                                                 **make_kwargs)
         env.reset(seeds=[int(record["episode_seed"]) % 2**64],
                   init_states=[record["init_state"]])
-        frames = [env.frames[0].copy()]
+        frames = [env.frame(0).copy()]
         for entry in record["steps_log"]:
             env.step([entry["action"]])
-            frames.append(env.frames[0].copy())
+            frames.append(env.frame(0).copy())
         return frames
 
     def _schedule_missing_gifs(self) -> int:

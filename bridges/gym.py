@@ -108,15 +108,18 @@ class VisGymEnv(gymnasium.Env):
 
     @staticmethod
     def _single_info(info: dict, feedback: str) -> dict:
+        # The observation is padded to the family's capacity; frame_hw is the episode's own
+        # (height, width), the part of it that render() returns (DESIGN.md "Frames").
+        h, w = info["frame_hw"][0].tolist()
         return {"env_feedback": feedback, "success": bool(info["success"][0]),
-                "step": int(info["step"][0])}
+                "step": int(info["step"][0]), "frame_hw": (h, w)}
 
     def render(self):
         if self.render_mode == "ansi":
             return self.batch.render_text()[0]
         if self.render_mode is None:
             return None
-        return self.batch.frames[0].copy()
+        return self.batch.frame(0).copy()   # the episode's own frame size, no padding
 
     def get_prompt(self, text_mode: bool | None = None) -> str:
         if text_mode is None:
@@ -130,7 +133,10 @@ class VisGymEnv(gymnasium.Env):
         return self.batch.state_dicts()[0]
 
     def goal_frame(self) -> np.ndarray:
-        return self.batch.goal_frames()[0]
+        """The solved configuration's frame at the episode's own frame size."""
+        frames = self.batch.goal_frames()
+        h, w = self.batch.goal_frame_hw[0].tolist()
+        return frames[0, :h, :w].copy()
 
 
 class VisGymVectorEnv(VectorEnv):
@@ -171,7 +177,8 @@ class VisGymVectorEnv(VectorEnv):
         out = {}
         for key, value in (("feedback", np.array(info["feedback"], dtype=object)),
                            ("success", np.array(info["success"])),
-                           ("step", np.array(info["step"]))):
+                           ("step", np.array(info["step"])),
+                           ("frame_hw", np.array(info["frame_hw"]))):
             out[key] = value
             out["_" + key] = self._mask
         return out

@@ -103,9 +103,29 @@ def encode_jpeg(frame: np.ndarray, max_long_side: int | None = DEFAULT_MAX_LONG_
 
 def frame_encoder(shape: tuple, max_long_side: int | None = DEFAULT_MAX_LONG_SIDE,
                   quality: int = _PIL_DEFAULT_QUALITY):
-    """``encode(frame) -> bytes`` for one episode's frames of a fixed ``shape``: the same bytes
-    as ``encode_jpeg(frame, max_long_side, quality)``, with the checks and the resize decision
-    made once and an incremental encoder kept between calls (batch loops call it per frame)."""
+    """``encode(frame) -> bytes`` for one slot's sequence of frames: the same bytes as
+    ``encode_jpeg(frame, max_long_side, quality)``, with the checks and the resize decision
+    made once per frame size and an incremental encoder kept between calls (batch loops call it
+    per frame). ``shape`` is the first size expected; a frame of another size (an episode of a
+    variable-size family, DESIGN.md "Frames") starts a fresh encoder for that size. Views such
+    as ``frames[i, :h, :w]`` are accepted (copied to contiguous memory when they are not)."""
+    current = [tuple(shape), _sized_encoder(tuple(shape), max_long_side, quality)]
+
+    def encode(frame: np.ndarray) -> bytes:
+        if not isinstance(frame, np.ndarray):
+            _check_frame(frame)
+        if frame.shape != current[0]:
+            current[1] = _sized_encoder(frame.shape, max_long_side, quality)
+            current[0] = frame.shape
+        if not frame.flags.c_contiguous:
+            frame = np.ascontiguousarray(frame)
+        return current[1](frame)
+
+    return encode
+
+
+def _sized_encoder(shape: tuple, max_long_side, quality):
+    """The encoder of ``frame_encoder`` for frames of exactly ``shape``."""
     frame = np.zeros(shape, np.uint8)
     _check_frame(frame)
     stream = JpegStream(quality)

@@ -8,6 +8,12 @@ into the buffer, so ``step`` allocates nothing beyond the per-episode feedback l
 
 Arrays returned by ``reset`` and ``step`` (frames, reward, terminated, truncated, ...) are the
 env's own buffers and are overwritten by the next call: copy them to keep them.
+
+Frames (DESIGN.md "Frames"): ``frames`` is one ``uint8[B, H, W, 3]`` buffer of the family's
+capacity ``(H, W)``; ``frame_hw`` (int32[B, 2], also ``info["frame_hw"]``) is each episode's own
+frame size, and ``frame(i)`` the exact view ``frames[i, :h, :w]`` that everything shown to a
+model or a person uses. Pixels outside an episode's frame are zero. For a fixed-size family
+``frame_hw`` is the capacity in every row and nothing is tracked per step.
 """
 from __future__ import annotations
 
@@ -66,6 +72,11 @@ class BatchEnv:
         self.state = family.new_state(batch)
         self.work = family.new_workspace(batch)
         self.frames = np.zeros((batch, height, width, 3), np.uint8)
+        self.frame_hw = np.empty((batch, 2), np.int32)
+        self.frame_hw[:, 0] = height
+        self.frame_hw[:, 1] = width
+        self._variable = bool(family.variable_frames)
+        self._hw_scratch = np.empty((batch, 2), np.int32)
         self.reward = np.zeros(batch, np.float32)
         self.terminated = np.zeros(batch, np.bool_)
         self.truncated = np.zeros(batch, np.bool_)
@@ -120,6 +131,8 @@ class BatchEnv:
         elif not self._has_reset:
             raise RuntimeError("reset(rows=...) needs a full reset() first")
         self.family.render_rows(self.state, self.frames, rows_arr, self.work)
+        if self._variable:
+            self._track_sizes(rows_arr, all_rows=True)
         return self.frames, self._info([""] * self.num_envs)
 
     # ------------------------------------------------------------------------------- step
@@ -159,6 +172,8 @@ class BatchEnv:
             if active is not None:
                 np.logical_and(self.truncated, active, out=self.truncated)
         family.render_after_step(self.state, self.frames, self.work)
+        if self._variable and family.frame_hw_in_step:
+            self._track_sizes(self._all_rows, all_rows=False)
 
         messages = self._actions.message
         texts = self._texts
@@ -172,6 +187,8 @@ class BatchEnv:
             new_seeds = next_seeds(self.seeds[rows])
             family.reset_rows(self.state, rows, new_seeds)
             family.render_rows(self.state, self.frames, rows, self.work)
+            if self._variable:
+                self._track_sizes(rows, all_rows=True)
             self.seeds[rows] = new_seeds
             self.steps[rows] = 0
             self.reward[rows] = 0.0
@@ -191,7 +208,37 @@ class BatchEnv:
             "success": self.family.is_success(self.state),
             "step": self.steps,
             "seed": self.seeds,
+            "frame_hw": self.frame_hw,
         }
+
+    def _track_sizes(self, rows: np.ndarray, all_rows: bool) -> None:
+        """After ``rows`` were drawn: take their frame sizes from the family and zero the
+        padding outside them (of every row in ``rows`` with ``all_rows``, else of the rows whose
+        size changed)."""
+        new = self._hw_scratch
+        self.family.frame_hw(self.state, new)
+        sizes = new[rows]
+        height, width = self.frames.shape[1:3]
+        bad = (sizes[:, 0] < 1) | (sizes[:, 0] > height) | (sizes[:, 1] < 1) | (sizes[:, 1] > width)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise RuntimeError(f"{self.family.name}.frame_hw: episode {int(rows[k])} has frame "
+                               f"size {tuple(sizes[k].tolist())}, outside the capacity "
+                               f"{(height, width)}")
+        if not all_rows:
+            changed = (sizes != self.frame_hw[rows]).any(axis=1)
+            rows, sizes = rows[changed], sizes[changed]
+        frames = self.frames
+        for r, (h, w) in zip(rows.tolist(), sizes.tolist()):
+            frames[r, h:] = 0
+            frames[r, :h, w:] = 0
+        self.frame_hw[rows] = sizes
+
+    def frame(self, index: int) -> np.ndarray:
+        """Episode ``index``'s frame at its own size: the view ``frames[index, :h, :w]``."""
+        i = self._index(index)
+        h, w = self.frame_hw[i].tolist()
+        return self.frames[i, :h, :w]
 
     # -------------------------------------------------------------------------- queries
     def _check_reset(self) -> None:
@@ -248,6 +295,15 @@ class BatchEnv:
         frames = np.zeros_like(self.frames)
         self.family.render_rows(goal, frames, self._all_rows,
                                 self.family.new_workspace(self.num_envs))
+        if self._variable:
+            hw = np.empty_like(self.frame_hw)
+            self.family.frame_hw(goal, hw)
+            for r, (h, w) in enumerate(hw.tolist()):
+                frames[r, h:] = 0
+                frames[r, :h, w:] = 0
+            self.goal_frame_hw = hw
+        else:
+            self.goal_frame_hw = self.frame_hw.copy()
         return frames
 
     def success(self) -> np.ndarray:

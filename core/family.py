@@ -55,7 +55,20 @@ class Family(ABC):
     @property
     @abstractmethod
     def frame_shape(self) -> tuple[int, int]:
-        """(H, W) of every frame; fixed by the params."""
+        """(H, W): the frame capacity, fixed by the params (DESIGN.md "Frames"). Every episode's
+        frame fits in it; ``frame_hw`` gives each episode's own size."""
+
+    # Families whose episodes all have the capacity as their frame size leave this False; a
+    # family that overrides ``frame_hw`` sets it True (BatchEnv then tracks sizes and zeroes
+    # the padding). ``frame_hw_in_step``: the size may also change in a step, not only on reset.
+    variable_frames: ClassVar[bool] = False
+    frame_hw_in_step: ClassVar[bool] = False
+
+    def frame_hw(self, state, out: np.ndarray) -> None:
+        """Write each episode's frame size (height, width) into ``out`` (int32[B, 2]); each
+        entry at least 1 and at most the capacity. Default: the capacity for every row."""
+        out[:, 0] = self.frame_shape[0]
+        out[:, 1] = self.frame_shape[1]
 
     @abstractmethod
     def new_state(self, batch: int) -> NamedTuple:
@@ -110,7 +123,8 @@ class Family(ABC):
     # -- pixels and text ----------------------------------------------------------------------
     @abstractmethod
     def render_rows(self, state, frames: np.ndarray, rows: np.ndarray, work) -> None:
-        """Draw the full frames of ``rows`` from the state (``work``: from new_workspace)."""
+        """Draw the full frames of ``rows`` from the state (``work``: from new_workspace): the
+        pixels inside each row's ``frame_hw``; BatchEnv keeps the padding outside it zero."""
 
     def render_after_step(self, state, frames: np.ndarray, work) -> None:
         """Bring every frame up to date after ``step``; families redraw only what changed."""

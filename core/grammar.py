@@ -2,7 +2,7 @@
 
 Every family declares its actions as an ordered list of ``ActionSpec(name, payload)``; the
 payload kinds below describe what a valid argument is (an int in a range, a fixed-length vector,
-a permutation, the stop token). A payload kind has ``width`` (ints/floats slots it fills),
+an integer array of any shape, a permutation, a number cast to int32, the stop token). A payload kind has ``width`` (ints/floats slots it fills),
 ``convert(payload, ints, floats) -> bool`` (validate a parsed Python value and write it into the
 row) and ``sample(rng) -> value`` (a uniformly random valid payload, for random agents and
 gymnasium action spaces). ``Grammar.parse`` turns a batch of model strings such as
@@ -19,6 +19,7 @@ lookup per string and a few ``np.take`` gathers into preallocated buffers.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -104,6 +105,18 @@ def _as_number(x):
     return None
 
 
+def _to_float32(value: float) -> float:
+    """``value`` rounded to the nearest float32 (±inf where float32 overflows)."""
+    try:
+        return _F32.unpack(_F32.pack(value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+_F32 = struct.Struct("<f")
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
 # --------------------------------------------------------------------------- payload kinds
 @dataclass(frozen=True)
 class IntChoice:
@@ -153,6 +166,9 @@ class FloatVector:
     length: int
     low: float
     high: float
+    # Compare (and write) each entry rounded to float32, as a Box of dtype float32 does: then
+    # 1.00000001 is 1.0 and lies in [0, 1] (counting's and pointing's `mark`).
+    float32: bool = False
 
     @property
     def width(self) -> int:
@@ -163,7 +179,11 @@ class FloatVector:
             return False
         for k, item in enumerate(payload):
             value = _as_number(item)
-            if value is None or math.isnan(value) or not self.low <= value <= self.high:
+            if value is None or math.isnan(value):
+                return False
+            if self.float32:
+                value = _to_float32(value)
+            if not self.low <= value <= self.high:
                 return False
             floats[k] = value
         return True
@@ -199,17 +219,24 @@ class IntVector:
 
 @dataclass(frozen=True)
 class Permutation:
-    """A list of the integers start..start+n-1 in some order (the reference's Permutation space)."""
+    """A list (or tuple, unless ``list_only``) of the integers start..start+n-1 in some order
+    (the reference's Permutation space); entries must be ints (bools count), floats such as 1.0
+    do not pass."""
 
     n: int
     start: int = 0
+    # Only a Python list passes (jigsaw's, zoom_in_puzzle's and video_unshuffle's `reorder`: the
+    # reference crashed on a tuple, here a tuple is an invalid payload).
+    list_only: bool = False
 
     @property
     def width(self) -> int:
         return self.n
 
     def convert(self, payload, ints, floats) -> bool:
-        if type(payload) not in (list, tuple) or len(payload) != self.n:
+        if type(payload) is not list and (self.list_only or type(payload) is not tuple):
+            return False
+        if len(payload) != self.n:
             return False
         if not all(_is_int(v) for v in payload):
             return False
@@ -221,6 +248,115 @@ class Permutation:
 
     def sample(self, rng) -> list:
         return [int(v) + self.start for v in rng.permutation(self.n)]
+
+
+@dataclass(frozen=True)
+class IntArray:
+    """A nested list/tuple of ints of exactly ``shape`` (lists and tuples mix freely at any
+    level), entry e in [start, start + bound_e), written to ``ints`` flattened in row-major order
+    as given (not shifted by ``start``).
+
+    ``bounds`` is an int (every entry) or a nested tuple that broadcasts to ``shape`` the NumPy
+    way, e.g. jigsaw's ``swap ((r1, c1), (r2, c2))`` is ``IntArray((2, 2), (R, C))``,
+    zoom_in_puzzle's 1-based ``swap (i, j)`` is ``IntArray((2,), N, start=1)`` and
+    patch_reassembly's ``place (id, r, c)`` is ``IntArray((3,), (P, R, C))``. The reference
+    converted these payloads to a NumPy array and checked only the range, then crashed indexing
+    with a float, so every float is invalid here, even a whole one (2.0); bools count as ints
+    (True is 1), as NumPy's conversion makes them; strings, None and ragged nesting are invalid.
+    """
+
+    shape: tuple
+    bounds: object
+    start: int = 0
+
+    def __post_init__(self):
+        shape = self.shape if type(self.shape) is tuple else (self.shape,)
+        if not shape or not all(type(d) is int and d >= 1 for d in shape):
+            raise ValueError(f"shape: expected a tuple of positive ints, got {self.shape!r}")
+        if type(self.start) is not int:
+            raise ValueError(f"start: expected an int, got {self.start!r}")
+        try:
+            bounds = np.broadcast_to(np.asarray(self.bounds), shape)
+        except ValueError:
+            raise ValueError(
+                f"bounds: {self.bounds!r} does not broadcast to shape {shape}") from None
+        if bounds.dtype.kind not in "iu" or (bounds < 1).any():
+            raise ValueError(f"bounds: expected positive ints, got {self.bounds!r}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "_flat", tuple(int(b) for b in bounds.ravel()))
+
+    @property
+    def width(self) -> int:
+        return len(self._flat)
+
+    def _flatten(self, payload, depth: int, out: list) -> bool:
+        if type(payload) not in (list, tuple) or len(payload) != self.shape[depth]:
+            return False
+        if depth + 1 == len(self.shape):
+            for item in payload:
+                if not _is_int(item):
+                    return False
+                out.append(int(item))
+            return True
+        return all(self._flatten(item, depth + 1, out) for item in payload)
+
+    def convert(self, payload, ints, floats) -> bool:
+        values: list = []
+        if not self._flatten(payload, 0, values):
+            return False
+        start = self.start
+        for value, bound in zip(values, self._flat):
+            if not start <= value < start + bound:
+                return False
+        ints[: len(values)] = values
+        return True
+
+    def sample(self, rng):
+        flat = [self.start + int(rng.integers(bound)) for bound in self._flat]
+        out = np.asarray(flat, dtype=object).reshape(self.shape)
+
+        def nest(a):
+            return tuple(nest(x) for x in a) if isinstance(a, np.ndarray) else int(a)
+
+        return nest(out)
+
+
+@dataclass(frozen=True)
+class Int32Cast:
+    """A number as the reference checks it by casting to a 32-bit int (colorization's `rotate`
+    and `saturate`): ints and bools, finite floats (truncated toward zero: 30.5 -> 30, -0.9 -> 0)
+    and int-literal strings/bytes ('30', ' -7 ', b'12'; not '1e3' or '30.5') pass when the cast
+    value lies in [low, high]. ints[0] gets the cast value, floats[0] the uncast value as a float
+    (what the reference applies to a hue). NaN, ±inf, values outside int32 (the reference's
+    overflow crash), complex numbers, lists and None are invalid."""
+
+    low: int
+    high: int
+    width = 1
+
+    def convert(self, payload, ints, floats) -> bool:
+        kind = type(payload)
+        try:
+            if kind is bool or kind is int or isinstance(payload, np.integer):
+                cast, value = int(payload), float(payload)
+            elif kind is float:
+                if not math.isfinite(payload):
+                    return False
+                cast, value = int(payload), payload
+            elif kind is str or kind is bytes:
+                cast, value = int(payload), float(payload)
+            else:
+                return False
+        except (ValueError, OverflowError):
+            return False
+        if not _INT32_MIN <= cast <= _INT32_MAX or not self.low <= cast <= self.high:
+            return False
+        ints[0] = cast
+        floats[0] = value
+        return True
+
+    def sample(self, rng) -> int:
+        return int(rng.integers(self.low, self.high + 1))
 
 
 @dataclass(frozen=True)
@@ -270,10 +406,18 @@ class TruncatedIntVector:
 
 @dataclass(frozen=True)
 class ActionSpec:
-    """One action of a family: its name and payload kind."""
+    """One action of a family: its name and payload kind.
+
+    ``invalid``: the feedback for a payload outside the kind's space, a format string with
+    ``{payload}`` (str() of the payload, bounded) and ``{name}``; None gives the reference's
+    common wording ("The action <payload> is not in the valid action space of <name> so nothing
+    is executed."). A family whose reference words it otherwise for one action (video_unshuffle's
+    "Swap payload ... is invalid. ...") names its text here.
+    """
 
     name: str
     payload: object
+    invalid: str | None = None
 
 
 # The universal stop action: every family's grammar includes STOP, and every plan ends with
@@ -292,6 +436,10 @@ class ActionBatch:
     and message[b] the feedback text for an error ('' when error is OK). ``move`` and ``stop``
     are the step template's masks: rows with a valid non-stop action, rows with a valid stop
     (whoever sets ``error`` afterwards, as BatchEnv does for rows it does not step, clears them).
+    ``payload`` is None unless the grammar has an action with keep_payload; then payload[b] is
+    the parsed Python value of row b's payload when it is a valid action with keep_payload, else
+    None (batches built from arrays, as solvers build them, carry none: a family falls back to
+    ints). The values are shared with the parser's cache: read them, never mutate them.
     """
 
     kind: np.ndarray
@@ -378,6 +526,9 @@ class Grammar:
             )
         spec = self.actions[kind]
         if not spec.payload.convert(payload, ints, floats):
+            if spec.invalid is not None:
+                return -1, ints, floats, BAD_PAYLOAD, spec.invalid.format(
+                    payload=_payload_text(payload), name=spec.name)
             return -1, ints, floats, BAD_PAYLOAD, (
                 f"The action {_payload_text(payload)} is not in the valid action space of "
                 f"{spec.name} so nothing is executed."

@@ -41,6 +41,12 @@ def register(family: type, difficulties=("easy", "hard")) -> None:
         _REGISTRY[env_id] = EnvSpec(env_id, family, difficulty)
 
 
+def unregister(family: type) -> None:
+    """Remove every id of ``family`` (tests register a test-only family and remove it after)."""
+    for env_id in [k for k, v in _REGISTRY.items() if v.family is family]:
+        del _REGISTRY[env_id]
+
+
 def list_envs() -> list[str]:
     return sorted(_REGISTRY)
 

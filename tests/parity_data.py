@@ -87,13 +87,54 @@ def check_feedback(got: str, want: str, action: str) -> None:
         assert got == want, (got, want)
 
 
+# Recorded constructor keywords that name a data directory relative to the parity folder.
+DATA_DIR_KEYWORDS = ("sample_dir", "root_dir", "annotation_file")
+# Recorded keywords our families do not take: the reference's own step cap (the harness's
+# ``max_steps``, which the reference env ignored; ours is BatchEnv's budget) and the constructor
+# seed that fixed the reference's image order (our image is a function of the episode seed, and
+# replays name it in the init state).
+IGNORED_KEYWORDS = ("max_steps", "seed")
+# Init-state fields holding a path the recorder rewrote relative to the parity folder
+# ("inputs/jigsaw/img3.png"); the reference stores them relative to its data directory.
+PATH_FIELDS = ("image_name", "user_image_path")
+
+
+def replay_kwargs(episode: dict) -> dict:
+    """The recording's ``make_kwargs`` as our ``make`` takes them: data directories resolved
+    against the parity folder, the keywords in IGNORED_KEYWORDS dropped."""
+    kwargs = {}
+    for key, value in episode["make_kwargs"].items():
+        if key in IGNORED_KEYWORDS:
+            continue
+        if key in DATA_DIR_KEYWORDS and isinstance(value, str):
+            value = str(parity_dir() / value)
+        kwargs[key] = value
+    return kwargs
+
+
+def replay_init_state(episode: dict) -> dict:
+    """The recording's ``init_state`` with parity-relative paths made relative to the episode's
+    data directory again (``inputs/jigsaw/img3.png`` -> ``img3.png``), as the reference has them."""
+    state = dict(episode["init_state"])
+    prefixes = [v.rstrip("/") + "/" for k, v in episode["make_kwargs"].items()
+                if k in DATA_DIR_KEYWORDS and isinstance(v, str)]
+    for key in PATH_FIELDS:
+        value = state.get(key)
+        if isinstance(value, str):
+            for prefix in prefixes:
+                if value.startswith(prefix):
+                    state[key] = value[len(prefix):]
+                    break
+    return state
+
+
 def replay_env(episode: dict):
     """A one-episode BatchEnv (no budget, no auto-reset) rebuilt from the recording."""
     import visgym
 
     env = visgym.make(episode["env_id"], num_envs=1, max_steps=None, autoreset="disabled",
-                      **episode["make_kwargs"])
-    env.reset(init_states=[episode["init_state"]])
+                      **replay_kwargs(episode))
+    env.reset(init_states=[replay_init_state(episode)])
     return env
 
 
