@@ -2,7 +2,7 @@
 import argparse
 import sys
 
-from . import demos, step
+from . import demos, mjx_gpu, step
 
 
 def main(argv=None) -> int:
@@ -10,6 +10,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="suite", required=True)
     step.add_parser(sub)
     demos.add_parser(sub)
+    mjx_gpu.add_parser(sub)
     args = parser.parse_args(argv)
     return args.run(args)
 
