@@ -108,6 +108,17 @@ def load_split(task: str, split: str) -> list[EpisodeSpec]:
     return specs
 
 
+def _bundle_kwargs(env_id: str, root: Path) -> dict:
+    """The published bundle's media for a family that reads some (``Family.data_dir_keyword``):
+    its data folder keyword set to the dataset root, whose ``partial_datasets/<task>`` folder the
+    family's asset source then uses (envs/assets/)."""
+    try:
+        keyword = env_spec(env_id).family.data_dir_keyword
+    except (KeyError, ValueError):
+        return {}
+    return {keyword: str(root)} if keyword else {}
+
+
 def load_reference_layout(root: str | os.PathLike, split: str, tasks: list[str]) -> tuple[list, int]:
     """Episodes of the reference's metadata layout for ``tasks`` (in file order) and the number
     of unparsable lines skipped."""
@@ -146,7 +157,9 @@ def load_reference_layout(root: str | os.PathLike, split: str, tasks: list[str])
                     row = {"env_id": env_id, "seed": seed, "episode_seed": ep_seed,
                            "init_state": init_state}
                     index = sum(1 for s in specs if s.env_id == env_id)
-                    specs.append(_spec(row, split, index))
+                    spec = _spec(row, split, index)
+                    spec.make_kwargs = _bundle_kwargs(env_id, root)
+                    specs.append(spec)
     return specs, skipped
 
 

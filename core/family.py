@@ -46,6 +46,11 @@ class Family(ABC):
     # Bumped whenever the family's observable behaviour (episodes, dynamics, feedback, frames,
     # prompts, solver plans) changes; results and datasets record it (Pgx's rule).
     version: ClassVar[int] = 1
+    # The params field naming the family's data folder (the reference's keyword, e.g.
+    # "sample_dir"), for families that read photos, clips or meshes (envs/assets/). With
+    # ``visgym eval --dataset-root DIR`` the runner sets it to DIR, whose
+    # ``partial_datasets/<task>`` folder of the published bundle then holds the episodes' media.
+    data_dir_keyword: ClassVar[str | None] = None
 
     def __init__(self, params):
         self.params = params

@@ -21,13 +21,11 @@ pixels, and slot labels.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from PIL import Image
 
 from . import _compose, _resize, raster, text
-from .resize import _PRECISION_BITS, _lanczos
+from .resize import _lanczos, interval_coefficients
 
 __all__ = ["ImageTable", "blit_rects", "blit_images", "resample", "resample_into",
            "draw_labels", "coefficients"]
@@ -170,29 +168,7 @@ def coefficients(in_size: int, in0: float, in1: float, out_size: int, filter: st
     # Pillow holds the box in C floats: the width is a float difference, widened to double.
     in0 = float(np.float32(in0))
     span = float(np.float32(in1) - np.float32(in0))
-    scale = span / out_size
-    filterscale = max(scale, 1.0)
-    support = support0 * filterscale
-    ksize = int(math.ceil(support)) * 2 + 1
-    bounds = np.zeros((out_size, 2), np.int32)
-    weights = np.zeros((out_size, ksize), np.int32)
-    ss = 1.0 / filterscale
-    one = 1 << _PRECISION_BITS
-    for i in range(out_size):
-        center = in0 + (i + 0.5) * scale
-        lo = max(int(center - support + 0.5), 0)
-        hi = min(int(center + support + 0.5), in_size)
-        count = hi - lo
-        k = [func((x + lo - center + 0.5) * ss) for x in range(count)]
-        total = 0.0
-        for w in k:
-            total += w
-        if total != 0.0:
-            k = [w / total for w in k]
-        for x, w in enumerate(k):
-            weights[i, x] = int(-0.5 + w * one) if w < 0 else int(0.5 + w * one)
-        bounds[i] = (lo, max(count, 0))
-    return bounds, weights
+    return interval_coefficients(in_size, in0, span, out_size, func, support0)
 
 
 def _pillow(image, box, size, filter, mode) -> np.ndarray:

@@ -47,28 +47,37 @@ def _sinc(x: float) -> float:
 def coefficients(in_size: int, out_size: int):
     """Pillow's (bounds, fixed-point weights) for resampling in_size samples to out_size:
     bounds[i] = (first source sample, count), weights[i, :count]."""
-    scale = float(in_size) / out_size
+    return interval_coefficients(in_size, 0.0, float(in_size), out_size)
+
+
+def interval_coefficients(in_size: int, in0: float, span: float, out_size: int,
+                          func=_lanczos, support0: float = _SUPPORT):
+    """Pillow's precompute_coeffs with its fixed-point normalisation, for output samples covering
+    the source interval [in0, in0 + span) of in_size samples and the filter ``func`` of support
+    ``support0`` (render/compose.py's crop and box resampling use it with other intervals and
+    filters): (bounds int32[out, 2] = (first, count), weights int32[out, ksize])."""
+    scale = span / out_size
     filterscale = max(scale, 1.0)
-    support = _SUPPORT * filterscale
+    support = support0 * filterscale
     ksize = int(math.ceil(support)) * 2 + 1
     bounds = np.zeros((out_size, 2), np.int32)
     weights = np.zeros((out_size, ksize), np.int32)
+    ss = 1.0 / filterscale
+    one = 1 << _PRECISION_BITS
     for i in range(out_size):
-        center = (i + 0.5) * scale
-        ss = 1.0 / filterscale
+        center = in0 + (i + 0.5) * scale
         lo = max(int(center - support + 0.5), 0)
         hi = min(int(center + support + 0.5), in_size)
         count = hi - lo
-        k = [_lanczos((x + lo - center + 0.5) * ss) for x in range(count)]
+        k = [func((x + lo - center + 0.5) * ss) for x in range(count)]
         total = 0.0
         for w in k:
             total += w
         if total != 0.0:
             k = [w / total for w in k]
         for x, w in enumerate(k):
-            weights[i, x] = int(-0.5 + w * (1 << _PRECISION_BITS)) if w < 0 \
-                else int(0.5 + w * (1 << _PRECISION_BITS))
-        bounds[i] = (lo, count)
+            weights[i, x] = int(-0.5 + w * one) if w < 0 else int(0.5 + w * one)
+        bounds[i] = (lo, max(count, 0))
     return bounds, weights
 
 

@@ -168,6 +168,8 @@ class EpisodeEntry:
 def solver_entries(episodes, max_long_side: int | None = 336, text: bool = False) -> list:
     """``EpisodeEntry`` per episode spec (visgym.bridges.splits.EpisodeSpec): the solver's plan
     from the init state and the encoded frames (or ASCII frames) along it."""
+    import numpy as np
+
     import visgym
     from visgym.bridges.imaging import encode_jpeg_b64
 
@@ -183,7 +185,8 @@ def solver_entries(episodes, max_long_side: int | None = 336, text: bool = False
         plan = list(env.solve()[0])
         states, text_states = [], []
         for action in plan:
-            states.append(encode_jpeg_b64(env.frames[0], max_long_side))
+            # The episode's own frame size (DESIGN.md "Frames"), as the runner sends it.
+            states.append(encode_jpeg_b64(np.ascontiguousarray(env.frame(0)), max_long_side))
             if text:
                 text_states.append(env.render_text(0))
             env.step([action])

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from visgym.core.grammar import (BAD_PAYLOAD, OK, STOP, ActionSpec, Grammar, Int32Cast,
+from visgym.core.grammar import (OK, STOP, ActionSpec, Grammar, Int32Cast,
                                  IntArray, IntChoice, Permutation)
 
 # jigsaw 3x3: swap ((r1, c1), (r2, c2)), reorder a list of 9 positions.

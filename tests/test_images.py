@@ -4,7 +4,6 @@ photos), the per-family scan rules, the built-in photos read from scikit-image's
 with the manifest's hashes, deterministic normalisation, the image as a pure function of the
 seed, and errors that name the path or file.
 """
-import os
 from pathlib import Path
 
 import numpy as np
