@@ -25,3 +25,6 @@ register(FetchReach)
 
 from .fetch_pick_and_place import FetchPickAndPlace
 register(FetchPickAndPlace)
+
+from .jigsaw import Jigsaw
+register(Jigsaw)

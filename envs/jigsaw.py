@@ -1,0 +1,480 @@
+"""jigsaw: a photograph cut into an R x C grid of rectangular pieces, each framed in white, shown
+scrambled; swap pairs of cells or give a whole re-ordering until the picture is restored, then
+stop.
+
+Implements spec/envs/jigsaw.md: the target permutation (a uniform shuffle other than the
+identity) with the board starting at the identity, the piece-id convention (crop k of the
+unscrambled picture is piece ``target_state[k]``; position p shows piece ``current_state[p]``),
+the swap ((row1, col1), (row2, col2)) / reorder (gather: new[k] = old[L[k]]) / stop grammar with
+the reference's feedback wording, reward 1 on a stop with ``current_state == target_state``, the
+(H + 2 R b) x (W + 2 C b) frame with the reference's exact piece geometry (the first W mod C
+columns and H mod R rows one pixel larger, every piece keeping its crop's size where it is pasted,
+pastes in row-major order on black, hence the 1-px overlaps and gaps of unequal pieces), the
+prompt, and the reorder / swap solvers with (swap, same swap) padding. Dynamics and drawing are
+the Numba kernels of kernels/jigsaw.py.
+
+Frames: each episode's frame has its picture's own size (``frame_hw``); the capacity is
+``max_image_height x max_image_width`` plus the borders. Decoded pictures are packed into one flat
+atlas per family instance (only the pictures that episodes use, dropped and re-read if it grows past
+``ATLAS_BYTES``); a reset paints the whole frame, a step repaints only the cells whose piece changed
+(grown by the one pixel an unequal piece can spill over), so it equals a full redraw.
+
+Deviations from the reference, on purpose:
+- Image source: ``sample_dir`` (the reference's keyword), else ``$VIS_GYM_IMAGE_DIR``, else the
+  evaluation bundle's ``partial_datasets/jigsaw`` under the working directory, else the built-in
+  photos (envs/assets/images.py, normalised to 336 px on the shorter side). The reference had no
+  fallback and also looked for an implicit ``data/images``. A named folder that is missing or holds
+  no images raises a ValueError naming ``sample_dir`` and the path. Folders are scanned as the
+  reference scans them: .jpg/.jpeg/.png in the folder and exactly one sub-folder deep, extensions
+  case-sensitive, sorted by relative path.
+- The picture is a pure function of the episode seed (``ImageSource.pick_id``: a fixed
+  permutation of the source's list, so consecutive seeds show every picture before any repeats),
+  never "the next image" of a sequence fixed by a constructor seed: there is no "All samples
+  exhausted". The target permutation is drawn exactly as the reference draws it after
+  ``reset(seed=s)`` (``np.random.default_rng(s).shuffle``, repeated while it is the identity), so
+  seed s gives the reference's ``target_state`` for ``reset(seed=s)``.
+- Init states name their picture (``image_name``: the path relative to the folder, or a built-in's
+  name) and ``state_dicts()`` reports the picture actually shown (quirk: the reference reported a
+  stale name from its sequential index after ``reset(init_state=...)``, or crashed on a fresh env).
+  The name must be one of the source's pictures (the reference opened any existing path under the
+  folder, also deeper ones); both permutations must be permutations of 0..N-1 (the reference copied
+  anything). A bad field raises a ValueError naming it.
+- Payloads (quirk: crashes): swap coordinates must be ints (bools count, as in the reference);
+  floats, even whole ones such as ``(1.0, 1.0)``, strings and complex numbers are invalid payloads,
+  where the reference raised TypeError out of ``step``. A reorder must be a list of ints (a tuple or
+  a string raised AttributeError there).
+- The swap solver's random order and padding come from the episode's solver seed (BatchEnv's
+  per-episode stream), so plans are reproducible (quirk: the reference used an unseeded RNG).
+- Pictures larger than the frame capacity (default 672 x 672, twice the reference photos' 336-px
+  shorter side) are shown downscaled to fit (Pillow's Lanczos, aspect ratio kept, sides rounded to
+  the nearest pixel); the reference shows every picture at its native size.
+- num_rows, num_cols are 1..16 with at least two pieces (a 1 x 1 puzzle has no non-identity target:
+  the reference's shuffle looped forever); border_width is 0..32.
+- Step info: BatchEnv's info has ``success``; ``proportion_matched(state)`` gives the reference's
+  ``proportion_matched``; the unscrambled image object is not returned (``goal_frames()`` draws the
+  solved board). Observations are the frames (quirk: the reference declared a vector of ints).
+"""
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ..core.family import Family
+from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntArray, Permutation
+from ..core.validate import describe, integer, integers, mapping
+from ..kernels.jigsaw import apply_moves, changed_rows, draw_changed, draw_full, missing_pictures
+from .assets.images import JIGSAW_SCAN, ImageFileError, image_source
+
+BUNDLE_TASK = "jigsaw"
+MAX_GRID = 16
+MAX_BORDER = 32
+DEFAULT_MAX_IMAGE = 672     # twice the reference photos' 336-px shorter side
+MAX_IMAGE = 4096
+ATLAS_BYTES = 512 << 20     # decoded pictures kept per family instance before the atlas restarts
+INIT_FIELDS = ("image_name", "current_state", "target_state")
+
+
+@dataclass(frozen=True)
+class JigsawParams:
+    """num_rows x num_cols pieces (1..16 each, at least 2 pieces); sample_dir: the image folder
+    (None: $VIS_GYM_IMAGE_DIR, the bundle's partial_datasets/jigsaw, the built-in photos);
+    border_width: white pixels around each piece (0..32); max_image_height / max_image_width:
+    the largest picture shown at its own size (1..4096; larger ones are downscaled to fit), which
+    with the borders makes the frame capacity."""
+
+    num_rows: int = 2
+    num_cols: int = 2
+    sample_dir: str | None = None
+    border_width: int = 1
+    max_image_height: int = DEFAULT_MAX_IMAGE
+    max_image_width: int = DEFAULT_MAX_IMAGE
+
+    def __post_init__(self):
+        rows = integer("num_rows", self.num_rows, 1, MAX_GRID)
+        cols = integer("num_cols", self.num_cols, 1, MAX_GRID)
+        if rows * cols < 2:
+            raise ValueError(f"num_rows, num_cols: a jigsaw needs at least 2 pieces, got "
+                             f"{rows}x{cols}")
+        object.__setattr__(self, "num_rows", rows)
+        object.__setattr__(self, "num_cols", cols)
+        sample_dir = self.sample_dir
+        if isinstance(sample_dir, os.PathLike):
+            sample_dir = os.fspath(sample_dir)
+        if sample_dir is not None and (not isinstance(sample_dir, str) or not sample_dir
+                                       or "\x00" in sample_dir):
+            raise ValueError(f"sample_dir: expected a folder path (str) or None, got "
+                             f"{describe(self.sample_dir)}")
+        object.__setattr__(self, "sample_dir", sample_dir)
+        object.__setattr__(self, "border_width",
+                           integer("border_width", self.border_width, 0, MAX_BORDER))
+        for name in ("max_image_height", "max_image_width"):
+            object.__setattr__(self, name, integer(name, getattr(self, name), 1, MAX_IMAGE))
+
+
+class JigsawState(NamedTuple):
+    current: np.ndarray     # int32[B, N] piece id shown at each grid position (row-major)
+    target: np.ndarray      # int32[B, N] piece id of each crop of the unscrambled picture
+    image_id: np.ndarray    # int64[B] index of the picture in the family's image source (-1: none)
+    image_hw: np.ndarray    # int32[B, 2] size of the picture as shown (height, width)
+    changed: np.ndarray     # bool[B, N] positions whose piece the last step changed (redraw)
+
+
+# --------------------------------------------------------------------------- grammar and prompt
+@functools.lru_cache(maxsize=None)
+def _grammar(rows: int, cols: int) -> Grammar:
+    return Grammar([
+        ActionSpec("swap", IntArray((2, 2), (rows, cols))),
+        ActionSpec("reorder", Permutation(rows * cols, list_only=True)),
+        STOP,
+    ])
+
+
+def _prompt(rows: int, cols: int) -> str:
+    last = rows * cols - 1
+    return (
+        f"You are solving a {rows}x{cols} jigsaw puzzle. The puzzle pieces are currently "
+        "scrambled. Your goal is to rearrange the pieces to recover the image. "
+        "\n\nAvailable actions:\n"
+        "1. 'swap': Swap two pieces by specifying their coordinates. Format: "
+        "`('swap', ((row1, col1), (row2, col2)))` where coordinates start from (0,0) at the "
+        "top-left corner.\n"
+        "2. 'reorder': Reorder all pieces at once. Format: "
+        f"`('reorder', [0, 1, 2, ..., {last}])` where the list represents the desired order of "
+        "pieces from top-left to bottom-right.\n"
+        "3. 'stop': End the puzzle solving session. Format: `('stop', 'stop')`"
+        "\n\nPlease respond with exactly one action and its arguments in the specified format. "
+        "For example:\n"
+        "- To swap two pieces: `('swap', ((0, 0), (1, 1)))`\n"
+        f"- To reorder all pieces: `('reorder', [0, 1, 2, ..., {last}])`\n"
+        "- To stop: `('stop', 'stop')`"
+        "\n\nIndex-to-cell mapping (0-based rows/cols):\n"
+        f"- Index = row * {cols} + col.\n"
+        f"- Row 0 covers indices 0..{cols - 1}, row 1 covers {cols}..{2 * cols - 1}, etc.\n"
+        "Example for 2x2: (0,0)->0, (0,1)->1, (1,0)->2, (1,1)->3.\n"
+    )
+
+
+def _bounded(error: Exception, limit: int = 300) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------- pictures
+def fit_picture(image: np.ndarray, max_h: int, max_w: int) -> np.ndarray:
+    """``image`` if it fits max_h x max_w, else downscaled to fit (Pillow's Lanczos, aspect
+    ratio kept, each side rounded to the nearest pixel and at least 1)."""
+    h, w = image.shape[:2]
+    if h <= max_h and w <= max_w:
+        return image
+    from PIL import Image
+
+    scale = min(max_h / h, max_w / w)
+    size = (min(max_w, max(1, round(w * scale))), min(max_h, max(1, round(h * scale))))
+    return np.asarray(Image.fromarray(np.ascontiguousarray(image)).resize(
+        size, Image.Resampling.LANCZOS))
+
+
+class PictureAtlas:
+    """The pictures episodes show, decoded once and packed into one flat uint8 buffer that the
+    drawing kernels read: picture ``k`` of the source sits at ``buffer[slot_off[slot_of[k]]:]``
+    as rows of ``width * 3`` bytes. Slots are filled on demand; past ``byte_cap`` the atlas
+    starts over with only the pictures a call needs (the State holds source ids, so this
+    changes no episode)."""
+
+    def __init__(self, source, max_h: int, max_w: int, byte_cap: int = ATLAS_BYTES):
+        self.source = source
+        self.max_h = max_h
+        self.max_w = max_w
+        self.byte_cap = byte_cap
+        self.slot_of = np.full(len(source), -1, np.int64)
+        self.slot_off = np.zeros(64, np.int64)
+        self.buffer = np.zeros(1 << 16, np.uint8)
+        self.used = 0
+        self.count = 0
+        self._dims: dict[int, tuple[int, int]] = {}
+
+    def picture(self, image_id: int) -> np.ndarray:
+        """Picture ``image_id`` as shown (read-only (h, w, 3) uint8)."""
+        return fit_picture(self.source.array(image_id), self.max_h, self.max_w)
+
+    def dims(self, image_id: int) -> tuple[int, int]:
+        """(height, width) of picture ``image_id`` as shown; loads it."""
+        if image_id not in self._dims:
+            self.ensure([image_id])
+        return self._dims[image_id]
+
+    def ensure(self, image_ids) -> None:
+        """Every picture of ``image_ids`` has a slot (decoding raises ImageFileError naming the
+        file; nothing of the atlas changes then)."""
+        wanted = [int(k) for k in dict.fromkeys(int(k) for k in image_ids) if k >= 0]
+        missing = [k for k in wanted if self.slot_of[k] < 0]
+        if not missing:
+            return
+        pictures = {k: np.ascontiguousarray(self.picture(k)) for k in missing}
+        need = sum(p.nbytes for p in pictures.values())
+        if self.used + need > self.byte_cap and self.count:
+            # Start over with what this call needs (the rest is read again when next drawn).
+            keep = [k for k in wanted if self.slot_of[k] >= 0]
+            pictures.update({k: np.ascontiguousarray(self.picture(k)) for k in keep})
+            self.slot_of[:] = -1
+            self.used = 0
+            self.count = 0
+            missing = wanted
+        for k in missing:
+            self._add(k, pictures[k])
+
+    def _add(self, image_id: int, picture: np.ndarray) -> None:
+        size = picture.nbytes
+        if self.used + size > self.buffer.shape[0]:
+            grown = np.zeros(max(2 * self.buffer.shape[0], self.used + size), np.uint8)
+            grown[:self.used] = self.buffer[:self.used]
+            self.buffer = grown
+        if self.count == self.slot_off.shape[0]:
+            self.slot_off = np.concatenate([self.slot_off, np.zeros_like(self.slot_off)])
+        self.buffer[self.used:self.used + size] = picture.reshape(-1)
+        self.slot_off[self.count] = self.used
+        self.slot_of[image_id] = self.count
+        self._dims[image_id] = (int(picture.shape[0]), int(picture.shape[1]))
+        self.used += size
+        self.count += 1
+
+
+# --------------------------------------------------------------------------- the family
+class Jigsaw(Family):
+    name = "jigsaw"
+    Params = JigsawParams
+    presets = {"easy": JigsawParams(2, 2), "hard": JigsawParams(3, 3)}
+    grammar = _grammar(2, 2)   # the instance's own, for its grid, is set in __init__
+    solver_strategies = ("reorder", "swap")
+    variable_frames = True
+
+    def __init__(self, params: JigsawParams):
+        self.grammar = _grammar(params.num_rows, params.num_cols)
+        super().__init__(params)
+        self.rows_n = params.num_rows
+        self.cols_n = params.num_cols
+        self.n = params.num_rows * params.num_cols
+        self.border = params.border_width
+        self.swap_kind = self.grammar.index("swap")
+        self.reorder_kind = self.grammar.index("reorder")
+        try:
+            self.source = image_source(params.sample_dir, rule=JIGSAW_SCAN,
+                                       bundle_task=BUNDLE_TASK)
+        except ValueError as error:
+            raise ValueError(f"sample_dir: {_bounded(error)}") from None
+        self.pictures = PictureAtlas(self.source, params.max_image_height,
+                                     params.max_image_width)
+        self._prompt = _prompt(params.num_rows, params.num_cols)
+        self._identity = np.arange(self.n, dtype=np.int32)
+
+    # -- shapes ---------------------------------------------------------------------------
+    @property
+    def frame_shape(self) -> tuple[int, int]:
+        p = self.params
+        return (p.max_image_height + 2 * p.num_rows * p.border_width,
+                p.max_image_width + 2 * p.num_cols * p.border_width)
+
+    def frame_hw(self, state, out: np.ndarray) -> None:
+        out[:, 0] = state.image_hw[:, 0] + 2 * self.rows_n * self.border
+        out[:, 1] = state.image_hw[:, 1] + 2 * self.cols_n * self.border
+
+    def new_state(self, batch: int) -> JigsawState:
+        identity = np.broadcast_to(self._identity, (batch, self.n))
+        return JigsawState(
+            current=identity.copy(),
+            target=identity.copy(),
+            image_id=np.full(batch, -1, np.int64),
+            image_hw=np.ones((batch, 2), np.int32),
+            changed=np.zeros((batch, self.n), np.bool_),
+        )
+
+    def new_workspace(self, batch: int):
+        # Rows to redraw after a step, and the pictures a draw still needs.
+        return np.empty(batch, np.int64), np.empty(batch, np.int64)
+
+    # -- episodes -------------------------------------------------------------------------
+    def target_for_seed(self, seed: int) -> list[int]:
+        """The reference's target after ``reset(seed=seed)``: a shuffle by
+        ``np.random.default_rng(seed)``, repeated while it is the identity."""
+        rng = np.random.default_rng(int(seed))
+        order = list(range(self.n))
+        identity = list(order)
+        rng.shuffle(order)
+        while order == identity:
+            rng.shuffle(order)
+        return order
+
+    def reset_rows(self, state, rows, seeds) -> None:
+        rows = np.asarray(rows, dtype=np.int64)
+        seeds = [int(s) for s in np.asarray(seeds, dtype=np.uint64).tolist()]
+        ids = [self.source.pick_id(s) for s in seeds]
+        self.pictures.ensure(ids)   # decode first: an unreadable file changes nothing
+        targets = np.array([self.target_for_seed(s) for s in seeds], np.int32).reshape(-1, self.n)
+        state.target[rows] = targets
+        state.current[rows] = self._identity
+        state.image_id[rows] = ids
+        state.image_hw[rows] = [self.pictures.dims(k) for k in ids] if ids else np.zeros((0, 2))
+        state.changed[rows] = False
+
+    def _permutation(self, field: str, value) -> list[int]:
+        values = integers(field, value, self.n, 0, self.n - 1)
+        if len(set(values)) != self.n:
+            raise ValueError(f"{field}: expected a permutation of 0..{self.n - 1}, got "
+                             f"{describe(value)}")
+        return list(values)
+
+    def _parse_init(self, init, where: str):
+        mapping(where, init, INIT_FIELDS)
+        name = init["image_name"]
+        if not isinstance(name, str):
+            raise ValueError(f"{where}.image_name: expected an image name (str), got "
+                             f"{describe(name)}")
+        try:
+            image_id = self.source.id_of(name)
+        except ImageFileError:
+            raise ValueError(f"{where}.image_name: {describe(name)} is not an image of "
+                             f"{_bounded(self.source.origin, 200)} ({len(self.source)} images)"
+                             ) from None
+        current = self._permutation(f"{where}.current_state", init["current_state"])
+        target = self._permutation(f"{where}.target_state", init["target_state"])
+        return image_id, current, target
+
+    def load_rows(self, state, rows, init_states) -> None:
+        parsed = [self._parse_init(init, f"init_states[{k}]")
+                  for k, init in enumerate(init_states)]
+        for k, (image_id, _, _) in enumerate(parsed):
+            try:
+                self.pictures.ensure([image_id])
+            except ImageFileError as error:
+                raise ValueError(f"init_states[{k}].image_name: {_bounded(error)}") from None
+        # Everything is valid: only now write.
+        for b, (image_id, current, target) in zip(np.asarray(rows).tolist(), parsed):
+            state.current[b] = current
+            state.target[b] = target
+            state.image_id[b] = image_id
+            state.image_hw[b] = self.pictures.dims(image_id)
+            state.changed[b] = False
+
+    def to_init_state(self, state, i: int) -> dict:
+        image_id = int(state.image_id[i])
+        return {
+            "image_name": self.source.names[image_id] if image_id >= 0 else None,
+            "current_state": [int(v) for v in state.current[i]],
+            "target_state": [int(v) for v in state.target[i]],
+        }
+
+    def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
+        apply_moves(state.current, actions.kind, actions.ints, rows, self.swap_kind,
+                    self.reorder_kind, self.cols_n, state.changed)
+
+    def is_success(self, state) -> np.ndarray:
+        return (state.current == state.target).all(axis=1)
+
+    def proportion_matched(self, state) -> np.ndarray:
+        """float[B]: the fraction of positions showing their target piece (the reference's
+        ``info['proportion_matched']``)."""
+        return (state.current == state.target).mean(axis=1)
+
+    def goal_state(self, state):
+        state.current[:] = state.target
+        state.changed[:] = False
+        return state
+
+    # -- pixels -----------------------------------------------------------------------------
+    def _need_pictures(self, state, rows, scratch) -> None:
+        count = missing_pictures(self.pictures.slot_of, state.image_id, rows, scratch)
+        if count:
+            # Everything these rows show (an atlas restart keeps exactly that).
+            self.pictures.ensure(state.image_id[rows])
+
+    def _kernel_args(self, state, frames):
+        flat = frames.reshape(frames.shape[0], -1)
+        if not np.shares_memory(flat, frames):  # pragma: no cover - frames are C-contiguous
+            raise ValueError("frames: expected a C-contiguous buffer")
+        atlas = self.pictures
+        return (flat, frames.shape[2] * 3, atlas.buffer, atlas.slot_off, atlas.slot_of,
+                state.image_id, state.image_hw, state.current, state.target, self.rows_n,
+                self.cols_n, self.border)
+
+    def render_rows(self, state, frames, rows, work) -> None:
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        if rows.shape[0] == 0:
+            return
+        self._need_pictures(state, rows, np.empty(rows.shape[0], np.int64))
+        draw_full(*self._kernel_args(state, frames), rows)
+
+    def render_after_step(self, state, frames, work) -> None:
+        if work is None or work[0].shape[0] < frames.shape[0]:
+            work = self.new_workspace(frames.shape[0])
+        rows_buf, scratch = work
+        count = changed_rows(state.changed, rows_buf)
+        if count == 0:
+            return
+        rows = rows_buf[:count]
+        self._need_pictures(state, rows, scratch)
+        draw_changed(*self._kernel_args(state, frames), state.changed, rows)
+
+    def prompt(self, state, i: int, text_mode: bool = False) -> str:
+        return self._prompt
+
+    # -- solvers --------------------------------------------------------------------------
+    def _cell(self, p: int) -> tuple[int, int]:
+        return p // self.cols_n, p % self.cols_n
+
+    def _swap_action(self, p1: int, p2: int) -> str:
+        return f"('swap', ({self._cell(p1)}, {self._cell(p2)}))"
+
+    def swap_plan(self, current: list, target: list, num_steps: int | None, rng) -> list[str]:
+        """The reference's swap solver with ``rng`` for its draws: the misplaced positions in
+        random order, each still-wrong position swapped with the position holding the piece it
+        needs (a minimal, cycle-by-cycle solution); then, if ``num_steps`` is larger,
+        ceil((num_steps - swaps) / 2) pairs of one random swap of two distinct positions given
+        twice, each pair inserted at a random index; then stop."""
+        state = list(current)
+        where = {piece: p for p, piece in enumerate(state)}
+        misplaced = [p for p in range(self.n) if state[p] != target[p]]
+        rng.shuffle(misplaced)
+        swaps = []
+        while misplaced:
+            i = misplaced.pop(0)
+            if state[i] == target[i]:
+                continue
+            j = where[target[i]]
+            piece_i = state[i]
+            state[i], state[j] = state[j], piece_i
+            where[piece_i] = j
+            where[target[i]] = i
+            swaps.append(self._swap_action(i, j))
+            if state[j] == target[j] and j in misplaced:
+                misplaced.remove(j)
+        if num_steps is not None and num_steps > len(swaps):
+            for _ in range((num_steps - len(swaps) + 1) // 2):
+                p1, p2 = (int(v) for v in rng.choice(self.n, 2, replace=False))
+                at = int(rng.integers(0, len(swaps) + 1))
+                action = self._swap_action(p1, p2)
+                swaps[at:at] = [action, action]
+        return swaps + [STOP_ACTION]
+
+    def solve(self, state, rows, strategy, num_steps, seeds) -> list[list[str]]:
+        strategy = "reorder" if strategy is None else strategy
+        if strategy not in self.solver_strategies:
+            raise ValueError(f"strategy: expected one of {self.solver_strategies}, got "
+                             f"{describe(strategy)}")
+        seeds = np.asarray(seeds, dtype=np.uint64)
+        plans = []
+        for b in np.asarray(rows, dtype=np.int64).tolist():
+            current = state.current[b].tolist()
+            target = state.target[b].tolist()
+            if current == target:
+                plans.append([STOP_ACTION])
+            elif strategy == "reorder":
+                where = {piece: p for p, piece in enumerate(current)}
+                plans.append([f"('reorder', {[where[t] for t in target]})", STOP_ACTION])
+            else:
+                rng = np.random.default_rng(int(seeds[b]))
+                plans.append(self.swap_plan(current, target, num_steps, rng))
+        return plans
