@@ -28,3 +28,6 @@ register(FetchPickAndPlace)
 
 from .jigsaw import Jigsaw
 register(Jigsaw)
+
+from .zoom_in_puzzle import ZoomInPuzzle
+register(ZoomInPuzzle)

@@ -1,0 +1,564 @@
+"""zoom_in_puzzle: a photograph and N zoomed-in crops of it, shown in a random order; swap or
+reorder the crops until they run from least to most zoomed, then stop.
+
+Implements spec/envs/zoom_in_puzzle.md: zoom levels max(Normal(min_zoom_level + (i + 1) *
+zoom_gap, zoom_std), min_zoom_level) sorted ascending, crop boxes at the source aspect ratio
+(nested: each inside the previous one), a uniform shuffle of the display order, the swap
+(1-based slots) / reorder (1-based list) / stop grammar with the reference's feedback wording,
+reward 1 on a stop with slot k showing crop k, the 224 x 224 (N + 1) frame (slot 0 the whole
+photo, slot k the crop shown there, each resized to 224 x 224 with Pillow's Lanczos pixels and
+labelled k at the bottom-right on a black box), the prompt, and the reorder / swap solvers.
+
+Presets (DESIGN "Presets"): ``easy``/``hard`` are the evaluation harness's configuration,
+``min_zoom_level=0.75, zoom_gap=0.75, zoom_std=0.2, nested=True`` with 4 / 5 views, because that
+is what the benchmark reports. The registered ids of the reference (``min_zoom_level=2.0,
+zoom_gap=1.0, zoom_std=0.3, nested=False``: non-nested crops anywhere in the photo) are one
+keyword away: ``make("zoom_in_puzzle/easy", zoom_setup="registered")``. Any of the four numbers
+given explicitly overrides the setup's value.
+
+Generation draws from a legacy NumPy ``RandomState`` exactly as the reference does, so an
+episode with seed s < 2**32 on a folder of images is the reference's ``reset(seed=s)`` on an env
+constructed with ``seed=s`` (how the parity recordings were made): the image is the first of the
+folder's sorted list permuted by ``RandomState(s)``, and zoom levels, boxes and order come, in
+the reference's draw order, from a fresh ``RandomState(s)``. Seeds >= 2**32 seed the RandomState
+with their two 32-bit halves.
+
+Frames: each episode's N + 1 tiles are resampled once at reset (or init-state load) into the
+state (``tiles``); a step only copies the tiles of the slots whose content changed, with the
+slot's constant label patch. The whole-photo tile is cached per image. Resampling uses
+render/resize's Cython passes with Pillow's coefficients (render/compose.coefficients), both
+cached per crop size, and the pass order that reproduces Pillow for that size (probed once per
+size), so tiles equal Pillow's ``image.crop(box).resize((224, 224), LANCZOS)`` pixel for pixel.
+
+Deviations from the reference, on purpose:
+- Image source (quirk 2): ``sample_dir`` (the reference's keyword), else ``$VIS_GYM_IMAGE_DIR``,
+  else the evaluation bundle's ``partial_datasets/zoomin`` under the working directory, else the
+  built-in photos (envs/assets/images.py). The reference had no fallback: construction failed
+  when its image folder was missing. A folder that is named but missing or without images raises
+  a ValueError naming the path. Folders are scanned as the reference scans them (recursive,
+  .png/.jpg/.jpeg, case-sensitive extensions).
+- The image is a pure function of the episode seed (see above), never "the next image": there is
+  no "All samples exhausted" after the last image, and an episode's image does not depend on how
+  many episodes ran before it on the same env.
+- Init states name their image (``image_name``, relative to the folder, or a built-in's name),
+  and ``state_dicts()`` reports the image actually shown (quirk: the reference reported a stale
+  name from its sequential index after ``reset(init_state=...)``). ``zoom_levels`` must be in
+  ascending order (the reference always stores them so; its reward compares against their
+  argsort, which is then the identity).
+- Crop boxes (quirk: overshoot): a nested box whose odd width or height would reach 1 px beyond
+  the previous box (or the image) is moved back inside it. The random draws are the
+  reference's, so every box before the first overshoot is the reference's box and the later ones
+  have the reference's sizes, drawn inside the corrected box (12 of the 40 public recordings have
+  an overshoot). A crop is at least 1 x 1 px. With
+  nesting off, a zoom below 1 takes the whole image width or height (the reference's centre range
+  was empty and reset crashed). Loaded boxes may lie partly outside the image (the reference's
+  crop pads with black there, and so do we).
+- Payloads (quirk: crashes): swap values must be ints (bools count, as in the reference);
+  floats, even whole ones such as ``(1.0, 2.0)``, are invalid payloads, where the reference
+  raised TypeError. A reorder must be a list (a tuple raised AttributeError there).
+- Labels: the slot numbers are drawn with the bundled font (render/text.py) instead of the
+  first system TrueType font the reference found. The black box has the reference's geometry
+  for DejaVuSans at 28 px, the font of the recorded frames (a one-digit text box of 18 x 26 px,
+  so the box spans the last 38 x 46 px of the tile; 18 px more per extra digit), and our digits
+  are centred on the ink of the reference's digits, so every pixel outside the boxes is the
+  reference's. The crop's own rank is not baked into the tile (the reference baked it under the
+  slot label, where a renderer with other digit widths could leak it).
+- Solver plans end with ``('stop','stop')``, the reference solver's spelling (no blank).
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from PIL import Image
+
+from ..core.family import Family
+from ..core.grammar import STOP, ActionSpec, Grammar, IntArray, Permutation
+from ..core.validate import boolean, describe, integer, is_integer, mapping, one_of, real, reals
+from ..kernels.zoom_in_puzzle import draw_tiles, solved_rows, step_orders
+from ..render import _resize, compose, text
+from .assets.images import ZOOM_IN_SCAN, ImageFileError, image_source
+
+TILE_PX = 224
+RESAMPLE_THREADS = 4        # at most, for resets of many episodes
+MIN_TILES_PER_THREAD = 8
+MAX_VIEWS = 16
+BUNDLE_TASK = "zoomin"
+# The reference's label font, DejaVuSans at 28 px: every digit's box at the origin is
+# (0, 6, 18, 26), so a label of d digits measures tw = 18 d, th = 26; the text goes to
+# (224 - tw - 10, 224 - th - 10) and the black box starts 10 px above and left of it.
+LABEL_FONT_PX = 28
+LABEL_PAD = 10
+REF_DIGIT_W = 18
+REF_INK_TOP = 6
+REF_TEXT_H = 26
+LABEL_BOX_H = REF_TEXT_H + 2 * LABEL_PAD          # 46
+# Columns [x0, x1) that each DejaVuSans digit inks, drawn at the origin (rows 6..26 for all).
+REF_DIGIT_INK_X = {"0": (1, 16), "1": (3, 16), "2": (2, 16), "3": (2, 16), "4": (1, 17),
+                   "5": (2, 16), "6": (1, 17), "7": (2, 16), "8": (1, 16), "9": (1, 16)}
+
+
+def label_box_w(slot: int) -> int:
+    """Width of the black label box of 1-based slot ``slot`` (38 px for one digit)."""
+    return REF_DIGIT_W * len(str(slot)) + 2 * LABEL_PAD
+
+
+ZOOM_SETUPS = {
+    # The evaluation harness's keywords (our presets) and the reference constructor's defaults.
+    "harness": dict(min_zoom_level=0.75, zoom_gap=0.75, zoom_std=0.2, nested=True),
+    "registered": dict(min_zoom_level=2.0, zoom_gap=1.0, zoom_std=0.3, nested=False),
+}
+REFERENCE_STOP = "('stop','stop')"
+INIT_FIELDS = ("image_name", "zoom_levels", "crop_boxes", "current_view_order")
+
+
+# --------------------------------------------------------------------------- params and state
+@dataclass(frozen=True)
+class ZoomInPuzzleParams:
+    """num_zoom_views: N crops, 1..16. zoom_setup: "harness" (the evaluation's zooms, nested) or
+    "registered" (the reference constructor's defaults); min_zoom_level (> 0), zoom_gap,
+    zoom_std (>= 0) and nested override the setup's values when given. sample_dir: the image
+    folder (None: $VIS_GYM_IMAGE_DIR, the bundle's partial_datasets/zoomin, the built-ins)."""
+
+    num_zoom_views: int = 4
+    zoom_setup: str = "harness"
+    min_zoom_level: float | None = None
+    zoom_gap: float | None = None
+    zoom_std: float | None = None
+    nested: bool | None = None
+    sample_dir: str | None = None
+
+    def __post_init__(self):
+        integer("num_zoom_views", self.num_zoom_views, 1, MAX_VIEWS)
+        one_of("zoom_setup", self.zoom_setup, tuple(ZOOM_SETUPS))
+        if self.min_zoom_level is not None:
+            real("min_zoom_level", self.min_zoom_level, None, 1e6, positive=True)
+        if self.zoom_gap is not None:
+            real("zoom_gap", self.zoom_gap, -1e6, 1e6)
+        if self.zoom_std is not None:
+            real("zoom_std", self.zoom_std, 0.0, 1e6)
+        if self.nested is not None:
+            boolean("nested", self.nested)
+        if self.sample_dir is not None:
+            if isinstance(self.sample_dir, os.PathLike):
+                object.__setattr__(self, "sample_dir", os.fspath(self.sample_dir))
+            if not isinstance(self.sample_dir, str):
+                raise ValueError(f"sample_dir: expected a folder path (str), got "
+                                 f"{describe(self.sample_dir)}")
+
+    def setting(self, name: str):
+        """The effective value of min_zoom_level / zoom_gap / zoom_std / nested."""
+        value = getattr(self, name)
+        return ZOOM_SETUPS[self.zoom_setup][name] if value is None else value
+
+
+class ZoomInPuzzleState(NamedTuple):
+    image_id: np.ndarray      # int32[B] index into the family's image source
+    zoom_levels: np.ndarray   # float64[B, N] ascending
+    crop_boxes: np.ndarray    # int32[B, N, 4] (left, top, right, bottom), aligned with zooms
+    order: np.ndarray         # int32[B, N] crop index shown in each display slot
+    tiles: np.ndarray         # uint8[B, N + 1, 224, 224, 3]: the whole photo, then each crop
+
+
+# --------------------------------------------------------------------------- generation
+def _random_state(seed: int) -> np.random.RandomState:
+    seed = int(seed)
+    if seed < 2**32:
+        return np.random.RandomState(seed)
+    return np.random.RandomState([seed & 0xFFFFFFFF, seed >> 32])
+
+
+def zoom_levels(rng, n: int, min_zoom: float, gap: float, std: float) -> list[float]:
+    """The reference's zoom draws: n normals clamped at min_zoom, sorted ascending."""
+    return sorted(max(float(rng.normal(min_zoom + (i + 1) * gap, std)), min_zoom)
+                  for i in range(n))
+
+
+def crop_boxes(rng, zooms, width: int, height: int, nested: bool) -> list[list[int]]:
+    """Boxes (left, top, right, bottom) for ascending ``zooms`` in a width x height image, with
+    the reference's draws (cx, then cy, per crop), kept inside the image (and, nested, inside
+    the previous box)."""
+    boxes = []
+    pl, pt, pr, pb = 0, 0, width, height
+    for z in zooms:
+        if nested:
+            w = max(1, min(int(width / z), pr - pl))
+            h = max(1, min(int(height / z), pb - pt))
+            cx = int(rng.randint(pl + w // 2, pr - w // 2 + 1))
+            cy = int(rng.randint(pt + h // 2, pb - h // 2 + 1))
+            left = min(cx - w // 2, pr - w)
+            top = min(cy - h // 2, pb - h)
+            pl, pt, pr, pb = left, top, left + w, top + h
+        else:
+            w = max(1, min(int(width / z), width))
+            h = max(1, min(int(height / z), height))
+            # An empty range crashed the reference (a zoom below 1): the crop then spans the image.
+            cx = int(rng.randint(w // 2, width - w // 2)) if width - w // 2 > w // 2 else w // 2
+            cy = int(rng.randint(h // 2, height - h // 2)) if height - h // 2 > h // 2 else h // 2
+            left = min(cx - w // 2, width - w)
+            top = min(cy - h // 2, height - h)
+        boxes.append([left, top, left + w, top + h])
+    return boxes
+
+
+# --------------------------------------------------------------------------- resampling
+_COEFFS: dict = {}
+
+
+def _coefficients(n: int):
+    """Pillow's Lanczos coefficients for n source samples onto TILE_PX (cached per n)."""
+    hit = _COEFFS.get(n)
+    if hit is None:
+        hit = _COEFFS[n] = compose.coefficients(n, 0, n, TILE_PX, "lanczos")
+    return hit
+
+
+def _crop(image: np.ndarray, box) -> np.ndarray:
+    """image[box] as a contiguous array, black where the box leaves the image (Pillow's crop)."""
+    left, top, right, bottom = box
+    height, width = image.shape[:2]
+    if left >= 0 and top >= 0 and right <= width and bottom <= height:
+        return np.ascontiguousarray(image[top:bottom, left:right])
+    out = np.zeros((bottom - top, right - left, 3), np.uint8)
+    x0, y0 = max(left, 0), max(top, 0)
+    x1, y1 = min(right, width), min(bottom, height)
+    if x1 > x0 and y1 > y0:
+        out[y0 - top:y1 - top, x0 - left:x1 - left] = image[y0:y1, x0:x1]
+    return out
+
+
+def _passes(crop: np.ndarray, order: str, out: np.ndarray) -> None:
+    """Both Lanczos passes over ``crop`` (h, w, 3) onto ``out`` (224, 224, 3), horizontal first
+    (``order`` "h") or vertical first ("v")."""
+    h, w = crop.shape[:2]
+    hb, hk = _coefficients(w)
+    vb, vk = _coefficients(h)
+    if order == "h":
+        tmp = np.empty((h, TILE_PX, 3), np.uint8)
+        _resize.horizontal(crop, tmp, 0, 0, h, 0, TILE_PX, hb, hk)
+        _resize.vertical(tmp, out, 0, TILE_PX, 0, TILE_PX, vb, vk)
+    else:
+        tmp = np.empty((TILE_PX, w, 3), np.uint8)
+        _resize.vertical(crop, tmp, 0, TILE_PX, 0, w, vb, vk)
+        _resize.horizontal(tmp, out, 0, 0, TILE_PX, 0, TILE_PX, hb, hk)
+
+
+_ORDERS: dict = {}
+
+
+def _pass_order(h: int, w: int):
+    """Which pass order reproduces Pillow's resize of an h x w crop to 224 x 224 ("h", "v", or
+    None for neither), found once per crop size on a noise probe, as render/compose does (its
+    own cache is keyed by the whole source and box, so every random box would probe again)."""
+    key = (h, w)
+    if key not in _ORDERS:
+        probe = np.random.default_rng(h * 100_003 + w).integers(0, 256, (h, w, 3), np.uint8)
+        want = np.asarray(Image.fromarray(probe).resize((TILE_PX, TILE_PX),
+                                                        Image.Resampling.LANCZOS))
+        _ORDERS[key] = None
+        out = np.empty((TILE_PX, TILE_PX, 3), np.uint8)
+        for order in ("h", "v"):
+            _passes(probe, order, out)
+            if np.array_equal(out, want):
+                _ORDERS[key] = order
+                break
+    return _ORDERS[key]
+
+
+def resample_tile(image: np.ndarray, box, out: np.ndarray) -> None:
+    """Pillow's ``image.crop(box).resize((224, 224), LANCZOS)`` into ``out`` (224, 224, 3)."""
+    crop = _crop(image, box)
+    h, w = crop.shape[:2]
+    order = _pass_order(h, w)
+    if order is None:   # neither pass order reproduces Pillow for this size: ask Pillow
+        out[:] = np.asarray(Image.fromarray(crop).resize((TILE_PX, TILE_PX),
+                                                         Image.Resampling.LANCZOS))
+        return
+    _passes(crop, order, out)
+
+
+# --------------------------------------------------------------------------- labels
+def _label_patches(n: int):
+    """Constant label patches, right-aligned in one array (n, 46, max width, 3), and each
+    slot's width: black box, white digits centred where the reference's digits are."""
+    atlas = text.glyph_atlas(LABEL_FONT_PX)
+    widths = [label_box_w(s + 1) for s in range(n)]
+    lw_max = max(widths)
+    patches = np.zeros((n, LABEL_BOX_H, lw_max, 3), np.uint8)
+    for s in range(n):
+        label = str(s + 1)
+        pad = 8
+        scratch = np.zeros((1, atlas.cell_height + 2 * pad, atlas.cell_width * len(label) + 2 * pad,
+                            3), np.uint8)
+        text.draw_text(scratch, [0], [label], pad, pad, (255, 255, 255), atlas)
+        ink = scratch[0].max(axis=2) > 0
+        ys, xs = np.nonzero(ink)
+        glyphs = scratch[0, ys.min():ys.max() + 1, xs.min():xs.max() + 1]
+        gh, gw = glyphs.shape[:2]
+        # Centred on the reference's ink inside the label box: the text starts LABEL_PAD px in,
+        # its digits 18 px apart, inking rows 6..26.
+        ink_x0 = REF_DIGIT_INK_X[label[0]][0]
+        ink_x1 = REF_DIGIT_W * (len(label) - 1) + REF_DIGIT_INK_X[label[-1]][1]
+        x = LABEL_PAD + ink_x0 + (ink_x1 - ink_x0 - gw + 1) // 2
+        y = LABEL_PAD + REF_INK_TOP + (REF_TEXT_H - REF_INK_TOP - gh + 1) // 2
+        box = patches[s, :, lw_max - widths[s]:]
+        x, y = max(x, 0), max(y, 0)
+        gh, gw = min(gh, LABEL_BOX_H - y), min(gw, widths[s] - x)
+        box[y:y + gh, x:x + gw] = glyphs[:gh, :gw]
+    return patches, np.array(widths, np.int64)
+
+
+# --------------------------------------------------------------------------- prompt
+def _prompt(n: int) -> str:
+    return (
+        f"You are given an original image and {n} zoomed-in views laid out left→right. Your goal "
+        "is to rearrange them so they are ordered from *least* to *most* zoomed.\n\n"
+        "Available actions:\n"
+        "1. 'swap': Swap two zoom-tiles by specifying their 1-based positions. Format: "
+        "`('swap', (i, j))` where i and j are 1-based positions.\n"
+        "2. 'reorder': Provide the complete ordering in one shot. Format: "
+        f"`('reorder', [1, 2, ..., {n}])` where the list gives the desired left-to-right "
+        "arrangement.\n"
+        "3. 'stop': Finish and lock in the current ordering. Format: `('stop', 'stop')`\n\n"
+        "Success: Arrange the views from least to most zoomed (ascending zoom level order).\n\n"
+        "Please respond with exactly one action and its arguments in the specified format. "
+        "For example:\n"
+        "- To swap views: `('swap', (1, 3))`\n"
+        "- To reorder all: `('reorder', [1, 3, 2, 4])`\n"
+        "- To finalize: `('stop', 'stop')`"
+    )
+
+
+_GRAMMARS: dict = {}
+
+
+def _grammar(n: int) -> Grammar:
+    """One grammar (and so one parse cache) per number of views."""
+    if n not in _GRAMMARS:
+        _GRAMMARS[n] = Grammar([
+            ActionSpec("swap", IntArray((2,), n, start=1)),
+            ActionSpec("reorder", Permutation(n, start=1, list_only=True)),
+            STOP,
+        ])
+    return _GRAMMARS[n]
+
+
+# --------------------------------------------------------------------------- the family
+class ZoomInPuzzle(Family):
+    name = "zoom_in_puzzle"
+    Params = ZoomInPuzzleParams
+    presets = {"easy": ZoomInPuzzleParams(num_zoom_views=4),
+               "hard": ZoomInPuzzleParams(num_zoom_views=5)}
+    grammar = _grammar(4)   # the instance's own, for its number of views, is set in __init__
+    solver_strategies = ("reorder", "swap")
+
+    def __init__(self, params: ZoomInPuzzleParams):
+        self.n_views = n = int(params.num_zoom_views)
+        self.grammar = _grammar(n)
+        super().__init__(params)
+        self.swap_kind = self.grammar.index("swap")
+        self.reorder_kind = self.grammar.index("reorder")
+        self.min_zoom = float(params.setting("min_zoom_level"))
+        self.zoom_gap = float(params.setting("zoom_gap"))
+        self.zoom_std = float(params.setting("zoom_std"))
+        self.nested = bool(params.setting("nested"))
+        self.source = image_source(params.sample_dir, rule=ZOOM_IN_SCAN, bundle_task=BUNDLE_TASK)
+        labels, self.label_w = _label_patches(n)
+        self.labels = np.ascontiguousarray(labels.reshape(n, LABEL_BOX_H, -1))
+        self._whole: dict[int, np.ndarray] = {}   # image id -> its slot-0 tile
+        self._scratch = np.zeros(n, np.int32)
+        self._prompt = _prompt(n)
+
+    @property
+    def frame_shape(self) -> tuple[int, int]:
+        return TILE_PX, TILE_PX * (self.n_views + 1)
+
+    def new_state(self, batch: int) -> ZoomInPuzzleState:
+        n = self.n_views
+        return ZoomInPuzzleState(
+            image_id=np.zeros(batch, np.int32),
+            zoom_levels=np.ones((batch, n), np.float64),
+            crop_boxes=np.zeros((batch, n, 4), np.int32),
+            order=np.broadcast_to(np.arange(n, dtype=np.int32), (batch, n)).copy(),
+            tiles=np.zeros((batch, n + 1, TILE_PX, TILE_PX, 3), np.uint8),
+        )
+
+    def new_workspace(self, batch: int):
+        # The crop index each slot of each frame shows now (-1: not drawn), for the redraw.
+        return np.full((batch, self.n_views), -1, np.int32)
+
+    # -- episodes -------------------------------------------------------------------------
+    def _image(self, image_id: int) -> np.ndarray:
+        return self.source.array(image_id)
+
+    def _render_tiles(self, state, rows) -> None:
+        """Resample the tiles of ``rows`` from their images and boxes. Many tiles are spread
+        over a few threads (the resampling passes release the GIL); the pool lives for this
+        call only, so no thread outlives it (forked workers never inherit one)."""
+        jobs = []
+        for b in rows:
+            image_id = int(state.image_id[b])
+            image = self._image(image_id)
+            whole = self._whole.get(image_id)
+            if whole is None:
+                whole = np.empty((TILE_PX, TILE_PX, 3), np.uint8)
+                resample_tile(image, (0, 0, image.shape[1], image.shape[0]), whole)
+                whole.setflags(write=False)
+                self._whole[image_id] = whole
+            state.tiles[b, 0] = whole
+            for k in range(self.n_views):
+                jobs.append((image, state.crop_boxes[b, k].tolist(), state.tiles[b, k + 1]))
+        workers = min(RESAMPLE_THREADS, os.cpu_count() or 1, len(jobs) // MIN_TILES_PER_THREAD)
+        if workers <= 1:
+            for job in jobs:
+                resample_tile(*job)
+            return
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for _ in pool.map(lambda job: resample_tile(*job), jobs):
+                pass
+
+    def pick_image(self, seed: int) -> int:
+        """The image of an episode seeded ``seed``: the first of the source's list permuted by
+        RandomState(seed), as the reference's constructor permutes it."""
+        count = len(self.source)
+        if count == 1:
+            return 0
+        return int(_random_state(seed).permutation(count)[0])
+
+    def reset_rows(self, state, rows, seeds) -> None:
+        n = self.n_views
+        for b, seed in zip(np.asarray(rows).tolist(), np.asarray(seeds).tolist()):
+            image_id = self.pick_image(seed)
+            height, width = self._image(image_id).shape[:2]
+            rng = _random_state(seed)
+            zooms = zoom_levels(rng, n, self.min_zoom, self.zoom_gap, self.zoom_std)
+            boxes = crop_boxes(rng, zooms, width, height, self.nested)
+            order = list(range(n))
+            rng.shuffle(order)
+            state.image_id[b] = image_id
+            state.zoom_levels[b] = zooms
+            state.crop_boxes[b] = boxes
+            state.order[b] = order
+        self._render_tiles(state, np.asarray(rows).tolist())
+
+    def _parse_init(self, init, where: str):
+        n = self.n_views
+        mapping(where, init, INIT_FIELDS)
+        name = init["image_name"]
+        if not isinstance(name, str):
+            raise ValueError(f"{where}.image_name: expected a str, got {describe(name)}")
+        try:
+            image_id = self.source.id_of(name)
+            height, width = self._image(image_id).shape[:2]
+        except ImageFileError as exc:
+            raise ValueError(f"{where}.image_name: {exc}") from None
+        zooms = reals(f"{where}.zoom_levels", init["zoom_levels"], n, 1e-6, 1e6)
+        if any(b < a for a, b in zip(zooms, zooms[1:])):
+            raise ValueError(f"{where}.zoom_levels: must be in ascending order (crop 0 the least "
+                             f"zoomed), got {describe(list(zooms))}")
+        boxes_in = init["crop_boxes"]
+        if not isinstance(boxes_in, (list, tuple)) or len(boxes_in) != n:
+            raise ValueError(f"{where}.crop_boxes: expected a list of {n} boxes "
+                             f"[left, top, right, bottom], got {describe(boxes_in)}")
+        boxes = []
+        for k, box in enumerate(boxes_in):
+            field = f"{where}.crop_boxes[{k}]"
+            if not isinstance(box, (list, tuple)) or len(box) != 4 or not all(
+                    is_integer(v) for v in box):
+                raise ValueError(f"{field}: expected 4 integers [left, top, right, bottom], got "
+                                 f"{describe(box)}")
+            left, top, right, bottom = (int(v) for v in box)
+            if not (-width <= left < right <= 2 * width and -height <= top < bottom <= 2 * height):
+                raise ValueError(f"{field}: {describe(list(box))} is not a non-empty box "
+                                 f"overlapping the {width}x{height} image")
+            if right <= 0 or bottom <= 0 or left >= width or top >= height:
+                raise ValueError(f"{field}: {describe(list(box))} lies outside the "
+                                 f"{width}x{height} image")
+            boxes.append([left, top, right, bottom])
+        order_in = init["current_view_order"]
+        if not isinstance(order_in, (list, tuple)) or len(order_in) != n or not all(
+                is_integer(v) for v in order_in) or sorted(int(v) for v in order_in) != list(
+                range(n)):
+            raise ValueError(f"{where}.current_view_order: expected a permutation of 0..{n - 1}, "
+                             f"got {describe(order_in)}")
+        return image_id, zooms, boxes, [int(v) for v in order_in]
+
+    def load_rows(self, state, rows, init_states) -> None:
+        parsed = [self._parse_init(init, f"init_states[{k}]")
+                  for k, init in enumerate(init_states)]
+        for b, (image_id, zooms, boxes, order) in zip(np.asarray(rows).tolist(), parsed):
+            state.image_id[b] = image_id
+            state.zoom_levels[b] = zooms
+            state.crop_boxes[b] = boxes
+            state.order[b] = order
+        self._render_tiles(state, np.asarray(rows).tolist())
+
+    def to_init_state(self, state, i: int) -> dict:
+        return {
+            "image_name": self.source.names[int(state.image_id[i])],
+            "zoom_levels": [float(v) for v in state.zoom_levels[i]],
+            "crop_boxes": [[int(v) for v in box] for box in state.crop_boxes[i]],
+            "current_view_order": [int(v) for v in state.order[i]],
+        }
+
+    def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
+        step_orders(state.order, actions.kind, actions.ints, rows, self.swap_kind,
+                    self.reorder_kind, self._scratch)
+
+    def is_success(self, state) -> np.ndarray:
+        out = np.empty(state.order.shape[0], np.bool_)
+        solved_rows(state.order, out)
+        return out
+
+    def goal_state(self, state):
+        state.order[:] = np.arange(self.n_views, dtype=np.int32)
+        return state
+
+    # -- pixels ---------------------------------------------------------------------------
+    def _draw(self, state, frames, rows, work, full: bool) -> None:
+        batch = frames.shape[0]
+        if work is None or work.shape != (batch, self.n_views):
+            work = self.new_workspace(batch)
+        tiles = state.tiles.reshape(batch, self.n_views + 1, TILE_PX, TILE_PX * 3)
+        flat = frames.reshape(batch, frames.shape[1], frames.shape[2] * 3)
+        draw_tiles(flat, tiles, state.order, work, self.labels, self.label_w,
+                   np.ascontiguousarray(rows, dtype=np.int64), full)
+
+    def render_rows(self, state, frames, rows, work) -> None:
+        if len(rows):
+            self._draw(state, frames, rows, work, True)
+
+    def render_after_step(self, state, frames, work) -> None:
+        if work is None or work.shape != (frames.shape[0], self.n_views):
+            self.render_rows(state, frames, np.arange(frames.shape[0], dtype=np.int64), None)
+            return
+        self._draw(state, frames, np.arange(frames.shape[0], dtype=np.int64), work, False)
+
+    def prompt(self, state, i: int, text_mode: bool = False) -> str:
+        return self._prompt
+
+    # -- solvers --------------------------------------------------------------------------
+    def solve(self, state, rows, strategy, num_steps, seeds) -> list[list[str]]:
+        # num_steps is ignored, as in the reference: both plans have a fixed length.
+        strategy = strategy or "reorder"
+        plans = []
+        for b in np.asarray(rows).tolist():
+            order = [int(v) for v in state.order[b]]
+            plan = []
+            if strategy == "reorder":
+                slot_of = [0] * len(order)
+                for slot, crop in enumerate(order):
+                    slot_of[crop] = slot
+                plan.append(f"('reorder', {[s + 1 for s in slot_of]})")
+            else:
+                for i in range(len(order)):
+                    if order[i] != i:
+                        j = order.index(i)
+                        order[i], order[j] = order[j], order[i]
+                        plan.append(f"('swap', ({i + 1}, {j + 1}))")
+            plan.append(REFERENCE_STOP)
+            plans.append(plan)
+        return plans
