@@ -45,9 +45,11 @@ Deviations from the reference, on purpose:
   a string raised AttributeError there).
 - The swap solver's random order and padding come from the episode's solver seed (BatchEnv's
   per-episode stream), so plans are reproducible (quirk: the reference used an unseeded RNG).
-- Pictures larger than the frame capacity (default 672 x 672, twice the reference photos' 336-px
-  shorter side) are shown downscaled to fit (Pillow's Lanczos, aspect ratio kept, sides rounded to
-  the nearest pixel); the reference shows every picture at its native size.
+- Pictures larger than the frame capacity (``max_image_height`` x ``max_image_width``, default
+  640 x 640: a 16:9 photo at the reference photos' 336-px shorter side fits) are shown downscaled
+  to fit (Pillow's Lanczos, aspect ratio kept, sides rounded to the nearest pixel); the reference
+  shows every picture at its native size. The built-in photos (at most 504 px) and the recorded
+  inputs all fit.
 - num_rows, num_cols are 1..16 with at least two pieces (a 1 x 1 puzzle has no non-identity target:
   the reference's shuffle looped forever); border_width is 0..32.
 - Step info: BatchEnv's info has ``success``; ``proportion_matched(state)`` gives the reference's
@@ -72,10 +74,11 @@ from .assets.images import JIGSAW_SCAN, ImageFileError, image_source
 BUNDLE_TASK = "jigsaw"
 MAX_GRID = 16
 MAX_BORDER = 32
-DEFAULT_MAX_IMAGE = 672     # twice the reference photos' 336-px shorter side
+DEFAULT_MAX_IMAGE = 640     # a 16:9 photo at the reference photos' 336-px shorter side fits
 MAX_IMAGE = 4096
 ATLAS_BYTES = 512 << 20     # decoded pictures kept per family instance before the atlas restarts
 INIT_FIELDS = ("image_name", "current_state", "target_state")
+PARALLEL_REDRAW_ROWS = 32
 
 
 @dataclass(frozen=True)
@@ -251,6 +254,7 @@ class Jigsaw(Family):
     grammar = _grammar(2, 2)   # the instance's own, for its grid, is set in __init__
     solver_strategies = ("reorder", "swap")
     variable_frames = True
+    data_dir_keyword = "sample_dir"
 
     def __init__(self, params: JigsawParams):
         self.grammar = _grammar(params.num_rows, params.num_cols)
@@ -416,7 +420,10 @@ class Jigsaw(Family):
             return
         rows = rows_buf[:count]
         self._need_pictures(state, rows, scratch)
-        draw_changed(*self._kernel_args(state, frames), state.changed, rows)
+        # Redraws are memory-bound and a step's share per episode is large (most of a frame
+        # for a reorder), so both cores pay off from a few dozen episodes on.
+        kernel = draw_changed.parallel if count >= PARALLEL_REDRAW_ROWS else draw_changed.serial
+        kernel(*self._kernel_args(state, frames), state.changed, rows)
 
     def prompt(self, state, i: int, text_mode: bool = False) -> str:
         return self._prompt
