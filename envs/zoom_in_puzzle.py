@@ -132,22 +132,29 @@ class ZoomInPuzzleParams:
     sample_dir: str | None = None
 
     def __post_init__(self):
-        integer("num_zoom_views", self.num_zoom_views, 1, MAX_VIEWS)
-        one_of("zoom_setup", self.zoom_setup, tuple(ZOOM_SETUPS))
+        # Values are checked and coerced to plain Python types (NumPy scalars included).
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        put("num_zoom_views", integer("num_zoom_views", self.num_zoom_views, 1, MAX_VIEWS))
+        put("zoom_setup", one_of("zoom_setup", self.zoom_setup, tuple(ZOOM_SETUPS)))
         if self.min_zoom_level is not None:
-            real("min_zoom_level", self.min_zoom_level, None, 1e6, positive=True)
+            put("min_zoom_level", real("min_zoom_level", self.min_zoom_level, None, 1e6,
+                                       positive=True))
         if self.zoom_gap is not None:
-            real("zoom_gap", self.zoom_gap, -1e6, 1e6)
+            put("zoom_gap", real("zoom_gap", self.zoom_gap, -1e6, 1e6))
         if self.zoom_std is not None:
-            real("zoom_std", self.zoom_std, 0.0, 1e6)
+            put("zoom_std", real("zoom_std", self.zoom_std, 0.0, 1e6))
         if self.nested is not None:
-            boolean("nested", self.nested)
+            put("nested", boolean("nested", self.nested))
         if self.sample_dir is not None:
             if isinstance(self.sample_dir, os.PathLike):
-                object.__setattr__(self, "sample_dir", os.fspath(self.sample_dir))
-            if not isinstance(self.sample_dir, str):
-                raise ValueError(f"sample_dir: expected a folder path (str), got "
+                put("sample_dir", os.fspath(self.sample_dir))
+            if not isinstance(self.sample_dir, str) or not self.sample_dir or (
+                    "\x00" in self.sample_dir):
+                raise ValueError(f"sample_dir: expected a folder path (str) or None, got "
                                  f"{describe(self.sample_dir)}")
+            put("sample_dir", str(self.sample_dir))
 
     def setting(self, name: str):
         """The effective value of min_zoom_level / zoom_gap / zoom_std / nested."""
@@ -354,6 +361,7 @@ class ZoomInPuzzle(Family):
                "hard": ZoomInPuzzleParams(num_zoom_views=5)}
     grammar = _grammar(4)   # the instance's own, for its number of views, is set in __init__
     solver_strategies = ("reorder", "swap")
+    data_dir_keyword = "sample_dir"
 
     def __init__(self, params: ZoomInPuzzleParams):
         self.n_views = n = int(params.num_zoom_views)
@@ -365,7 +373,12 @@ class ZoomInPuzzle(Family):
         self.zoom_gap = float(params.setting("zoom_gap"))
         self.zoom_std = float(params.setting("zoom_std"))
         self.nested = bool(params.setting("nested"))
-        self.source = image_source(params.sample_dir, rule=ZOOM_IN_SCAN, bundle_task=BUNDLE_TASK)
+        try:
+            self.source = image_source(params.sample_dir, rule=ZOOM_IN_SCAN,
+                                       bundle_task=BUNDLE_TASK)
+        except (ValueError, OSError) as error:
+            text_ = " ".join(str(error).split())
+            raise ValueError(f"sample_dir: {text_[:300]}") from None
         labels, self.label_w = _label_patches(n)
         self.labels = np.ascontiguousarray(labels.reshape(n, LABEL_BOX_H, -1))
         self._whole: dict[int, np.ndarray] = {}   # image id -> its slot-0 tile

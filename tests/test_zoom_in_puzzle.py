@@ -375,7 +375,7 @@ def test_bundle_layout_is_found_under_a_named_root(tmp_path):
 
 def test_missing_or_empty_folder_names_the_path(tmp_path):
     missing = tmp_path / "nope"
-    with pytest.raises(ValueError, match=str(missing)):
+    with pytest.raises(ValueError, match=f"sample_dir: {missing}"):
         _env(sample_dir=str(missing))
     empty = tmp_path / "empty"
     (empty / "sub").mkdir(parents=True)
@@ -476,3 +476,12 @@ def test_custom_number_of_views():
     assert "2 zoomed-in views" in env.prompt()
     result = run_plans(env, env.solve("swap"))
     assert (result.reward == 1).all()
+
+
+def test_params_are_plain_python_values():
+    params = visgym.make("zoom_in_puzzle/easy", num_zoom_views=np.int64(3),
+                         min_zoom_level=np.float32(0.75), zoom_gap=np.float64(0.5),
+                         nested=np.bool_(False)).params
+    assert (type(params.num_zoom_views), type(params.min_zoom_level), type(params.zoom_gap),
+            type(params.nested)) == (int, float, float, bool)
+    hash(params)
