@@ -306,6 +306,36 @@ def test_incremental_redraw_equals_a_full_redraw_with_unequal_pieces(tmp_path):
         assert_frames_equal_a_full_redraw(env, f"step {t}")
 
 
+def test_frames_stay_exact_when_the_picture_atlas_starts_over(tmp_path):
+    """With a tiny atlas every picture not needed by the current draw is dropped and read
+    again later; the episodes and their frames do not change."""
+    sizes = [(13, 11), (14, 17), (9, 12), (20, 19), (16, 16)]
+    folder = _folder(tmp_path, sizes)
+    env = _env("hard", n=6, sample_dir=folder)
+    env.family.pictures.byte_cap = 1
+    other = _env("hard", n=6, sample_dir=folder)
+    rng = np.random.default_rng(5)
+    for episode in range(3):
+        seeds = rng.integers(0, 1000, 6).tolist()
+        env.reset(seeds=seeds)
+        other.reset(seeds=seeds)
+        for t in range(8):
+            actions = [f"('reorder', {rng.permutation(9).tolist()})" if rng.random() < 0.5
+                       else "('swap', ((0, 0), (2, 2)))" for _ in range(6)]
+            env.step(actions)
+            other.step(actions)
+            np.testing.assert_array_equal(env.frames, other.frames)
+            assert env.state_dicts() == other.state_dicts()
+            assert_frames_equal_a_full_redraw(env, f"episode {episode} step {t}")
+    assert env.family.pictures.restarts > 0
+
+
+def test_sample_dir_accepts_a_path_object(tmp_path):
+    folder = _folder(tmp_path, [(10, 10)])
+    env = visgym.make("jigsaw/easy", sample_dir=tmp_path)
+    assert env.params.sample_dir == folder and type(env.params.sample_dir) is str
+
+
 def test_solved_board_is_the_picture_with_white_lines_between_pieces():
     env = _loaded({**INIT, "image_name": "astronaut", "current_state": [2, 0, 1, 3]})
     picture = env.family.pictures.picture(env.family.source.id_of("astronaut"))
