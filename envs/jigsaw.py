@@ -60,7 +60,6 @@ Deviations from the reference, on purpose:
 """
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -128,8 +127,8 @@ class JigsawState(NamedTuple):
 
 
 # --------------------------------------------------------------------------- grammar and prompt
-@functools.lru_cache(maxsize=None)
 def _grammar(rows: int, cols: int) -> Grammar:
+    # One per family instance: a grammar's parse buffers are not shared between envs.
     return Grammar([
         ActionSpec("swap", IntArray((2, 2), (rows, cols))),
         ActionSpec("reorder", Permutation(rows * cols, list_only=True)),
