@@ -485,3 +485,14 @@ def test_params_are_plain_python_values():
     assert (type(params.num_zoom_views), type(params.min_zoom_level), type(params.zoom_gap),
             type(params.nested)) == (int, float, float, bool)
     hash(params)
+
+
+def test_two_digit_slot_labels_get_a_wider_box():
+    env = _env(num_zoom_views=10)
+    frames, _ = env.reset(seeds=[4])
+    assert frames.shape == (1, 224, 224 * 11, 3) and label_box_w(10) == 56
+    box = frames[0, TILE_PX - LABEL_BOX_H:, TILE_PX * 11 - 56:]
+    grey = box.max(axis=2)
+    assert (grey[:8] == 0).all() and (grey[:, :8] == 0).all() and (grey > 128).sum() > 150
+    result = run_plans(env, env.solve())
+    assert (result.reward == 1).all()
