@@ -225,13 +225,18 @@ class BatchEnv:
             raise RuntimeError(f"{self.family.name}.frame_hw: episode {int(rows[k])} has frame "
                                f"size {tuple(sizes[k].tolist())}, outside the capacity "
                                f"{(height, width)}")
+        old = self.frame_hw[rows]
         if not all_rows:
-            changed = (sizes != self.frame_hw[rows]).any(axis=1)
-            rows, sizes = rows[changed], sizes[changed]
+            changed = (sizes != old).any(axis=1)
+            rows, sizes, old = rows[changed], sizes[changed], old[changed]
+        # Pixels outside the previous size are already zero, and the family has drawn the whole
+        # new frame: only what the old frame covered outside the new one needs clearing.
         frames = self.frames
-        for r, (h, w) in zip(rows.tolist(), sizes.tolist()):
-            frames[r, h:] = 0
-            frames[r, :h, w:] = 0
+        for r, (h, w), (ho, wo) in zip(rows.tolist(), sizes.tolist(), old.tolist()):
+            if ho > h:
+                frames[r, h:ho, :wo] = 0
+            if wo > w:
+                frames[r, :min(h, ho), w:wo] = 0
         self.frame_hw[rows] = sizes
 
     def frame(self, index: int) -> np.ndarray:

@@ -207,6 +207,28 @@ def test_frames_are_uint8_c_contiguous_at_the_declared_capacity(env_id):
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
+def test_frame_sizes_fit_the_capacity_and_the_padding_stays_zero(env_id):
+    """frame_hw is within the capacity and equals info["frame_hw"]; through steps and
+    auto-resets (budget 2, so rows restart with other sizes) nothing is drawn outside an
+    episode's own frame, and frame(i) is that view."""
+    n = _batch(env_id, 12)
+    env = visgym.make(env_id, num_envs=n, max_steps=2, autoreset="next_step")
+    height, width = env.family.frame_shape
+    rng = np.random.default_rng(11)
+    _, info = env.reset(seeds=range(300, 300 + n))
+    for t in range(7 if not env_id.startswith("fetch_") else 3):
+        hw = env.frame_hw
+        assert np.array_equal(info["frame_hw"], hw)
+        assert ((hw >= 1) & (hw <= (height, width))).all(), hw
+        for i, (h, w) in enumerate(hw.tolist()):
+            assert not env.frames[i, h:].any() and not env.frames[i, :h, w:].any(), (t, i)
+            assert env.frame(i).shape == (h, w, 3)
+        *_, info = env.step(_random_actions(env, rng, n, stops=False))
+    if not type(env.family).variable_frames:
+        assert (env.frame_hw == (height, width)).all()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
 def test_prompt_names_every_action(env_id):
     """The prompt (and the text-mode prompt where the family has one) names every action of the
     grammar as it is written in an action, quoted."""

@@ -299,8 +299,12 @@ def test_every_params_field_is_coerced_to_a_plain_python_value():
                                      "enforce_min_distance": np.bool_(True)},
              "matchstick_rotation": {"pos_tolerance": np.float32(2.5),
                                      "canvas_size": np.array([50, 60]),
-                                     "stick_length": np.int64(10)}}
-    assert sorted(given) == FAMILIES
+                                     "stick_length": np.int64(10)},
+             "jigsaw": {"num_rows": np.int64(3), "border_width": np.int8(2),
+                        "max_image_height": np.uint16(300)},
+             "zoom_in_puzzle": {"num_zoom_views": np.int32(5), "zoom_gap": np.float32(0.5),
+                                "nested": np.bool_(False)}}
+    assert sorted(given) == FAMILIES, "every family needs an entry here"
     for family, kwargs in given.items():
         params = visgym.make(f"{family}/easy", **kwargs).params
         for f in dataclasses.fields(params):

@@ -164,3 +164,19 @@ def test_bad_arguments_name_the_field():
         ScanRule(max_depth=-1)
     with pytest.raises(ValueError, match="unknown"):
         builtin_source(["no_such_photo"])
+
+
+def test_decode_cache_is_bounded(tmp_path, monkeypatch):
+    root = tmp_path / "imgs"
+    for k in range(6):
+        _png(root / f"i{k}.png", size=(100, 100), color=(k, 0, 0))   # 30,000 bytes decoded
+    images.clear_cache()
+    monkeypatch.setattr(images, "CACHE_BYTES", 70_000)
+    src = image_source(root, rule=JIGSAW_SCAN)
+    for k in range(6):
+        assert src.array(k)[0, 0, 0] == k
+    assert len(images._CACHE) == 2 and images._cache_bytes == 60_000
+    first = src.array(5)
+    assert src.array(5) is first          # a hit keeps the same read-only array
+    assert src.array(0)[0, 0, 0] == 0     # an evicted image decodes again, the same pixels
+    images.clear_cache()

@@ -31,7 +31,8 @@ before a run.
 
 Which image an episode uses is a pure function of its seed (``pick(seed)``/``pick_id(seed)``) or is
 named in its init state (``load(name)``/``id_of(name)``); there is no "next image". Images are
-uint8 RGB arrays (H, W, 3), decoded lazily and cached once per process, read-only. Built-ins are
+uint8 RGB arrays (H, W, 3), decoded lazily and cached per process (least recently used first
+out past ``CACHE_BYTES``), read-only. Built-ins are
 normalised to the reference's image scale (see :func:`normalise_size`); folder images keep their
 native size unless the family passes ``scale`` (the reference's init states address native pixels).
 """
@@ -42,6 +43,7 @@ import hashlib
 import importlib.util
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -188,8 +190,12 @@ def normalise_size(width: int, height: int, short_side: int = REFERENCE_SHORT_SI
 # Decoding and the per-process cache
 # ---------------------------------------------------------------------------------------------
 
-_CACHE: dict[tuple, np.ndarray] = {}
+# Decoded images, least recently used first, bounded in bytes so a long run over a large folder
+# (the reference's 558k photos) keeps a working set, not every image it ever showed.
+CACHE_BYTES = 1 << 30
+_CACHE: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
 _CACHE_LOCK = threading.Lock()
+_cache_bytes = 0
 
 
 def _sha256(path: Path) -> str:
@@ -248,6 +254,8 @@ def _cached_decode(path: Path, scale: int | None, expected_sha256: str | None = 
     key = (str(path), st.st_size, st.st_mtime_ns, scale)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
     if hit is not None:
         return hit
     if expected_sha256 is not None:
@@ -257,15 +265,23 @@ def _cached_decode(path: Path, scale: int | None, expected_sha256: str | None = 
                                  f"{expected_sha256} (a different scikit-image data file?)")
     arr = decode_rgb(path, scale)
     arr.setflags(write=False)
+    global _cache_bytes
     with _CACHE_LOCK:
-        _CACHE.setdefault(key, arr)
-        return _CACHE[key]
+        if key not in _CACHE:
+            _CACHE[key] = arr
+            _cache_bytes += arr.nbytes
+            while _cache_bytes > CACHE_BYTES and len(_CACHE) > 1:
+                _, dropped = _CACHE.popitem(last=False)
+                _cache_bytes -= dropped.nbytes
+        return _CACHE.get(key, arr)
 
 
 def clear_cache() -> None:
     """Forget every decoded image of this process."""
+    global _cache_bytes
     with _CACHE_LOCK:
         _CACHE.clear()
+        _cache_bytes = 0
 
 
 # ---------------------------------------------------------------------------------------------
