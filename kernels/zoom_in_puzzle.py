@@ -8,7 +8,9 @@ being a fixed leading picture (slot 0) and tile c + 1 the tile of index c; frame
 the same way (B, T, W * 3). Labels (N, LH, LW * 3) are constant patches right-aligned at the
 bottom-right corner of each slot; ``label_w[s]`` is the width in pixels actually used by slot s.
 """
-from numba import njit
+from numba import njit, prange
+
+from .batching import row_kernel
 
 
 @njit(cache=True)
@@ -40,8 +42,7 @@ def _copy(out, inp, count):
         out[t] = inp[t]
 
 
-@njit(cache=True)
-def draw_tiles(frames, tiles, order, drawn, labels, label_w, rows, full):
+def _draw_tiles(frames, tiles, order, drawn, labels, label_w, rows, full):
     """Draw the slots of ``rows``: with ``full`` every slot (and slot 0), else only the slots
     whose tile differs from ``drawn`` (what the frame shows now). ``drawn`` is updated.
     Returns the number of slots drawn."""
@@ -51,7 +52,7 @@ def draw_tiles(frames, tiles, order, drawn, labels, label_w, rows, full):
     lw_max = labels.shape[2] // 3
     n = order.shape[1]
     count = 0
-    for i in range(rows.shape[0]):
+    for i in prange(rows.shape[0]):
         b = rows[i]
         if full:
             for y in range(t):
@@ -71,6 +72,9 @@ def draw_tiles(frames, tiles, order, drawn, labels, label_w, rows, full):
                 _copy(frames[b, y, x0 + keep:x0 + row_px],
                       labels[s, y - (t - lh), (lw_max - label_w[s]) * 3:], row_px - keep)
     return count
+
+
+draw_tiles = row_kernel(6)(_draw_tiles)
 
 
 @njit(cache=True)

@@ -496,3 +496,18 @@ def test_two_digit_slot_labels_get_a_wider_box():
     assert (grey[:8] == 0).all() and (grey[:, :8] == 0).all() and (grey > 128).sum() > 150
     result = run_plans(env, env.solve())
     assert (result.reward == 1).all()
+
+
+def test_parallel_redraw_of_a_large_batch_equals_the_serial_one():
+    from visgym.kernels.batching import PARALLEL_MIN_ROWS
+
+    n = PARALLEL_MIN_ROWS
+    big = _env(n=n)
+    big.reset(seeds=range(n))
+    small = _env(n=2)
+    small.reset(seeds=[0, n - 1])
+    np.testing.assert_array_equal(big.frames[[0, n - 1]], small.frames)
+    actions = ["('reorder', [2, 3, 4, 1])"] * n
+    big.step(actions)
+    small.step(actions[:2])
+    np.testing.assert_array_equal(big.frames[[0, n - 1]], small.frames)
