@@ -69,6 +69,12 @@ Deviations from the reference, on purpose:
   reference's. The crop's own rank is not baked into the tile (the reference baked it under the
   slot label, where a renderer with other digit widths could leak it).
 - Solver plans end with ``('stop','stop')``, the reference solver's spelling (no blank).
+
+Kept from the reference, as interface: the start order may already be solved (a plain shuffle,
+probability 1/N!); zoom levels clamped at the minimum may tie, and the tied crops then count in
+index order (NumPy's argsort of such short arrays); photos and crops are squashed into square
+tiles whatever their aspect ratio; the prompt's reorder example has 4 entries even for 5 views;
+``solve(num_steps=...)`` is ignored (both plans have a fixed length).
 """
 from __future__ import annotations
 
@@ -271,13 +277,14 @@ def _pass_order(h: int, w: int):
         probe = np.random.default_rng(h * 100_003 + w).integers(0, 256, (h, w, 3), np.uint8)
         want = np.asarray(Image.fromarray(probe).resize((TILE_PX, TILE_PX),
                                                         Image.Resampling.LANCZOS))
-        _ORDERS[key] = None
+        found = None
         out = np.empty((TILE_PX, TILE_PX, 3), np.uint8)
         for order in ("h", "v"):
             _passes(probe, order, out)
             if np.array_equal(out, want):
-                _ORDERS[key] = order
+                found = order
                 break
+        _ORDERS[key] = found   # set once: resampling threads may read it meanwhile
     return _ORDERS[key]
 
 
@@ -388,7 +395,6 @@ class ZoomInPuzzle(Family):
         labels, self.label_w = _label_patches(n)
         self.labels = np.ascontiguousarray(labels.reshape(n, LABEL_BOX_H, -1))
         self._whole: dict[int, np.ndarray] = {}   # image id -> its slot-0 tile
-        self._scratch = np.zeros(n, np.int32)
         self._prompt = _prompt(n)
 
     @property
@@ -526,7 +532,7 @@ class ZoomInPuzzle(Family):
 
     def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
         step_orders(state.order, actions.kind, actions.ints, rows, self.swap_kind,
-                    self.reorder_kind, self._scratch)
+                    self.reorder_kind)
 
     def is_success(self, state) -> np.ndarray:
         out = np.empty(state.order.shape[0], np.bool_)

@@ -8,16 +8,18 @@ being a fixed leading picture (slot 0) and tile c + 1 the tile of index c; frame
 the same way (B, T, W * 3). Labels (N, LH, LW * 3) are constant patches right-aligned at the
 bottom-right corner of each slot; ``label_w[s]`` is the width in pixels actually used by slot s.
 """
+import numpy as np
 from numba import njit, prange
 
 from .batching import row_kernel
 
 
 @njit(cache=True)
-def step_orders(order, kind, ints, rows, swap_kind, reorder_kind, scratch):
+def step_orders(order, kind, ints, rows, swap_kind, reorder_kind):
     """Apply each row's swap (ints[0], ints[1], 1-based slots) or reorder (ints[:N], 1-based:
     new[k] = old[ints[k] - 1]) where ``rows`` is true. Payloads are already validated."""
     n = order.shape[1]
+    scratch = np.empty(n, order.dtype)
     for b in range(order.shape[0]):
         if not rows[b]:
             continue
