@@ -31,3 +31,6 @@ register(Jigsaw)
 
 from .zoom_in_puzzle import ZoomInPuzzle
 register(ZoomInPuzzle)
+
+from .mental_rotation_3d_cube import MentalRotation3DCube
+register(MentalRotation3DCube)
