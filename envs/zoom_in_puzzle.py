@@ -79,6 +79,7 @@ tiles whatever their aspect ratio; the prompt's reorder example has 4 entries ev
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -96,6 +97,7 @@ from .assets.images import ZOOM_IN_SCAN, ImageFileError, image_source
 TILE_PX = 224
 RESAMPLE_THREADS = 4        # at most, for resets of many episodes
 MIN_TILES_PER_THREAD = 8
+WHOLE_TILE_CACHE = 1024     # slot-0 tiles kept per family (150 KB each)
 MAX_VIEWS = 16
 BUNDLE_TASK = "zoomin"
 # The reference's label font, DejaVuSans at 28 px: every digit's box at the origin is
@@ -395,6 +397,7 @@ class ZoomInPuzzle(Family):
         labels, self.label_w = _label_patches(n)
         self.labels = np.ascontiguousarray(labels.reshape(n, LABEL_BOX_H, -1))
         self._whole: dict[int, np.ndarray] = {}   # image id -> its slot-0 tile
+        self._whole_lock = threading.Lock()
         self._prompt = _prompt(n)
 
     @property
@@ -432,7 +435,10 @@ class ZoomInPuzzle(Family):
                 whole = np.empty((TILE_PX, TILE_PX, 3), np.uint8)
                 resample_tile(image, (0, 0, image.shape[1], image.shape[0]), whole)
                 whole.setflags(write=False)
-                self._whole[image_id] = whole
+                with self._whole_lock:
+                    if len(self._whole) >= WHOLE_TILE_CACHE:
+                        del self._whole[next(iter(self._whole))]   # the oldest entry
+                    self._whole[image_id] = whole
             state.tiles[b, 0] = whole
             for k in range(self.n_views):
                 jobs.append((image, state.crop_boxes[b, k].tolist(), state.tiles[b, k + 1]))

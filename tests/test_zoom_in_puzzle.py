@@ -511,3 +511,16 @@ def test_parallel_redraw_of_a_large_batch_equals_the_serial_one():
     big.step(actions)
     small.step(actions[:2])
     np.testing.assert_array_equal(big.frames[[0, n - 1]], small.frames)
+
+
+def test_whole_photo_tiles_are_cached_with_a_bound(tmp_path, monkeypatch):
+    import visgym.envs.zoom_in_puzzle as zoom
+
+    _write_images(tmp_path, [f"i{k}.png" for k in range(5)])
+    monkeypatch.setattr(zoom, "WHOLE_TILE_CACHE", 2)
+    env = _env(n=10, sample_dir=str(tmp_path))
+    env.reset(seeds=range(10))
+    assert len(env.family._whole) == 2
+    again = _env(n=10, sample_dir=str(tmp_path))
+    again.reset(seeds=range(10))
+    np.testing.assert_array_equal(again.frames, env.frames)
