@@ -31,7 +31,7 @@ cached per crop size, and the pass order that reproduces Pillow for that size (p
 size), so tiles equal Pillow's ``image.crop(box).resize((224, 224), LANCZOS)`` pixel for pixel.
 Resets resample their tiles over a few threads (the passes release the GIL). Cost, 2-core
 machine, easy: a tile ~0.6 ms; a step copies ~150 KB per changed slot. At B=256 with random
-actions and auto-resets (``python -m visgym.bench step``) about 3,300-4,300 env-steps/s, split
+actions and auto-resets (``python -m visgym.bench step``) about 4,000-4,900 env-steps/s, split
 roughly evenly between the resets' resampling (an episode lasts ~16 steps) and the slot copies;
 a fresh process also probes each new crop size once (~1.5 ms).
 
