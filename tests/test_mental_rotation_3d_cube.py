@@ -364,3 +364,17 @@ def test_init_states_round_trip_through_json():
     frames, _ = other.reset(init_states=dicts)
     assert other.state_dicts() == env.state_dicts()
     np.testing.assert_array_equal(frames, env.frames)
+
+
+def test_threaded_painter_equals_the_serial_one():
+    """Batches of PARALLEL_MIN_ITEMS or more views are painted on the thread pool; every view
+    equals the one painted alone."""
+    from visgym.render import painter3d
+
+    n = painter3d.PARALLEL_MIN_ITEMS * 2
+    env = _env(HARD, n)
+    frames, _ = env.reset(seeds=range(300, 300 + n))
+    for b in range(n):
+        solo = _env(HARD, 1)
+        f, _ = solo.reset(seeds=[300 + b])
+        np.testing.assert_array_equal(f[0], frames[b])
