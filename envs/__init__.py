@@ -34,3 +34,6 @@ register(ZoomInPuzzle)
 
 from .mental_rotation_3d_cube import MentalRotation3DCube
 register(MentalRotation3DCube)
+
+from .patch_reassembly import PatchReassembly
+register(PatchReassembly)
