@@ -26,9 +26,9 @@ with their two 32-bit halves.
 Frames: each episode's N + 1 tiles are resampled once at reset (or init-state load) into the
 state (``tiles``); a step only copies the tiles of the slots whose content changed, with the
 slot's constant label patch. The whole-photo tile is cached per image. Resampling uses
-render/resize's Cython passes with Pillow's coefficients (render/compose.coefficients), both
-cached per crop size, and the pass order that reproduces Pillow for that size (probed once per
-size), so tiles equal Pillow's ``image.crop(box).resize((224, 224), LANCZOS)`` pixel for pixel.
+render/compose.resample (render/resize's Cython passes with Pillow's coefficients, cached per
+crop size, and the pass order that reproduces Pillow for that size, probed once per size), so
+tiles equal Pillow's ``image.crop(box).resize((224, 224), LANCZOS)`` pixel for pixel.
 Resets resample their tiles over a few threads (the passes release the GIL). Cost, 2-core
 machine, easy: a tile ~0.6 ms; a step copies ~150 KB per changed slot. At B=256 with random
 actions and auto-resets (``python -m visgym.bench step``) about 4,000-4,900 env-steps/s, split
@@ -85,13 +85,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from PIL import Image
 
 from ..core.family import Family
 from ..core.grammar import STOP, ActionSpec, Grammar, IntArray, Permutation
 from ..core.validate import boolean, describe, integer, is_integer, mapping, one_of, real, reals
 from ..kernels.zoom_in_puzzle import draw_tiles, solved_rows, step_orders
-from ..render import _resize, compose, text
+from ..render import compose, text
 from .assets.images import ZOOM_IN_SCAN, ImageFileError, image_source
 
 TILE_PX = 224
@@ -226,17 +225,6 @@ def crop_boxes(rng, zooms, width: int, height: int, nested: bool) -> list[list[i
 
 
 # --------------------------------------------------------------------------- resampling
-_COEFFS: dict = {}
-
-
-def _coefficients(n: int):
-    """Pillow's Lanczos coefficients for n source samples onto TILE_PX (cached per n)."""
-    hit = _COEFFS.get(n)
-    if hit is None:
-        hit = _COEFFS[n] = compose.coefficients(n, 0, n, TILE_PX, "lanczos")
-    return hit
-
-
 def _crop(image: np.ndarray, box) -> np.ndarray:
     """image[box] as a contiguous array, black where the box leaves the image (Pillow's crop)."""
     left, top, right, bottom = box
@@ -251,55 +239,12 @@ def _crop(image: np.ndarray, box) -> np.ndarray:
     return out
 
 
-def _passes(crop: np.ndarray, order: str, out: np.ndarray) -> None:
-    """Both Lanczos passes over ``crop`` (h, w, 3) onto ``out`` (224, 224, 3), horizontal first
-    (``order`` "h") or vertical first ("v")."""
-    h, w = crop.shape[:2]
-    hb, hk = _coefficients(w)
-    vb, vk = _coefficients(h)
-    if order == "h":
-        tmp = np.empty((h, TILE_PX, 3), np.uint8)
-        _resize.horizontal(crop, tmp, 0, 0, h, 0, TILE_PX, hb, hk)
-        _resize.vertical(tmp, out, 0, TILE_PX, 0, TILE_PX, vb, vk)
-    else:
-        tmp = np.empty((TILE_PX, w, 3), np.uint8)
-        _resize.vertical(crop, tmp, 0, TILE_PX, 0, w, vb, vk)
-        _resize.horizontal(tmp, out, 0, 0, TILE_PX, 0, TILE_PX, hb, hk)
-
-
-_ORDERS: dict = {}
-
-
-def _pass_order(h: int, w: int):
-    """Which pass order reproduces Pillow's resize of an h x w crop to 224 x 224 ("h", "v", or
-    None for neither), found once per crop size on a noise probe, as render/compose does (its
-    own cache is keyed by the whole source and box, so every random box would probe again)."""
-    key = (h, w)
-    if key not in _ORDERS:
-        probe = np.random.default_rng(h * 100_003 + w).integers(0, 256, (h, w, 3), np.uint8)
-        want = np.asarray(Image.fromarray(probe).resize((TILE_PX, TILE_PX),
-                                                        Image.Resampling.LANCZOS))
-        found = None
-        out = np.empty((TILE_PX, TILE_PX, 3), np.uint8)
-        for order in ("h", "v"):
-            _passes(probe, order, out)
-            if np.array_equal(out, want):
-                found = order
-                break
-        _ORDERS[key] = found   # set once: resampling threads may read it meanwhile
-    return _ORDERS[key]
-
-
 def resample_tile(image: np.ndarray, box, out: np.ndarray) -> None:
-    """Pillow's ``image.crop(box).resize((224, 224), LANCZOS)`` into ``out`` (224, 224, 3)."""
+    """Pillow's ``image.crop(box).resize((224, 224), LANCZOS)`` into ``out`` (224, 224, 3): the
+    crop (black where the box leaves the image, as Pillow crops) resampled by render/compose."""
     crop = _crop(image, box)
     h, w = crop.shape[:2]
-    order = _pass_order(h, w)
-    if order is None:   # neither pass order reproduces Pillow for this size: ask Pillow
-        out[:] = np.asarray(Image.fromarray(crop).resize((TILE_PX, TILE_PX),
-                                                         Image.Resampling.LANCZOS))
-        return
-    _passes(crop, order, out)
+    compose.resample(crop, (0, 0, w, h), (TILE_PX, TILE_PX), "lanczos", "crop", out=out)
 
 
 # --------------------------------------------------------------------------- labels

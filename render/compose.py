@@ -21,6 +21,8 @@ pixels, and slot labels.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from PIL import Image
 
@@ -179,20 +181,36 @@ def _pillow(image, box, size, filter, mode) -> np.ndarray:
     return np.asarray(im.resize(size, resample, box=tuple(box)))
 
 
-def _run(src, box, size, filter, mode, order) -> np.ndarray:
-    """Both passes in the given order over src (h, w, 3) contiguous."""
+@functools.lru_cache(maxsize=4096)
+def _cached_coefficients(in_size, in0, in1, out_size, filter):
+    """coefficients(), computed once per argument tuple (a Python loop of ~1-3 ms); the arrays
+    are shared and read-only."""
+    bounds, weights = coefficients(in_size, in0, in1, out_size, filter)
+    bounds.setflags(write=False)
+    weights.setflags(write=False)
+    return bounds, weights
+
+
+def _run(src, box, size, filter, mode, order, out=None) -> np.ndarray:
+    """Both passes in the given order over src (h, w, 3) contiguous, into ``out`` (a new array
+    when None)."""
     h, w = src.shape[:2]
     x0, y0, x1, y1 = box
     out_w, out_h = size
     if mode == "crop":
-        hb, hk = coefficients(x1 - x0, 0, x1 - x0, out_w, filter)
-        vb, vk = coefficients(y1 - y0, 0, y1 - y0, out_h, filter)
-        hb[:, 0] += x0
-        vb[:, 0] += y0
+        hb, hk = _cached_coefficients(x1 - x0, 0, x1 - x0, out_w, filter)
+        vb, vk = _cached_coefficients(y1 - y0, 0, y1 - y0, out_h, filter)
+        if x0:
+            hb = hb.copy()
+            hb[:, 0] += x0
+        if y0:
+            vb = vb.copy()
+            vb[:, 0] += y0
     else:
-        hb, hk = coefficients(w, x0, x1, out_w, filter)
-        vb, vk = coefficients(h, y0, y1, out_h, filter)
-    out = np.zeros((out_h, out_w, 3), np.uint8)
+        hb, hk = _cached_coefficients(w, x0, x1, out_w, filter)
+        vb, vk = _cached_coefficients(h, y0, y1, out_h, filter)
+    if out is None:
+        out = np.zeros((out_h, out_w, 3), np.uint8)
     if order == "h":
         y_first = int(vb[0, 0])
         y_last = int(vb[-1, 0] + vb[-1, 1])
@@ -214,16 +232,24 @@ _ORDERS: dict = {}
 
 
 def _order(shape, box, size, filter, mode):
-    key = (shape[:2], box, size, filter, mode)
-    if key not in _ORDERS:
+    """The pass order that reproduces Pillow ("h", "v", or None for neither), found once on a
+    noise probe. A crop's resize depends only on the crop's size, so crop mode is keyed (and
+    probed) by that, not by the source and box: random crop boxes share one probe per size."""
+    if mode == "crop":
+        x0, y0, x1, y1 = box
+        shape, box = (y1 - y0, x1 - x0, 3), (0, 0, x1 - x0, y1 - y0)
+    key = (tuple(shape[:2]), box, size, filter, mode)
+    found = _ORDERS.get(key, False)
+    if found is False:
         probe = np.random.default_rng(len(_ORDERS) + 11).integers(0, 256, shape, np.uint8)
         expected = _pillow(probe, box, size, filter, mode)
-        _ORDERS[key] = None
+        found = None
         for order in ("h", "v"):
             if np.array_equal(_run(probe, box, size, filter, mode, order), expected):
-                _ORDERS[key] = order
+                found = order
                 break
-    return _ORDERS[key]
+        _ORDERS[key] = found   # set once: threads may read it meanwhile
+    return found
 
 
 def _resample_args(shape, box, size, filter, mode):
@@ -248,15 +274,26 @@ def _resample_args(shape, box, size, filter, mode):
     return box, size
 
 
-def resample(image, box, size, filter: str = "lanczos", mode: str = "crop") -> np.ndarray:
+def resample(image, box, size, filter: str = "lanczos", mode: str = "crop",
+             out: np.ndarray | None = None) -> np.ndarray:
     """Region box = (x0, y0, x1, y1) (integers, inside the image) of an (h, w, 3) uint8 image
-    resampled to size = (width, height) with Pillow's pixels (see the module docstring)."""
+    resampled to size = (width, height) with Pillow's pixels (see the module docstring), into
+    ``out`` (a writeable C-contiguous uint8 (height, width, 3) array) or a new array."""
     image = _image_arg(image)
     box, size = _resample_args(image.shape, box, size, filter, mode)
+    if out is not None and not (isinstance(out, np.ndarray) and out.dtype == np.uint8
+                                and out.shape == (size[1], size[0], 3)
+                                and out.flags.c_contiguous and out.flags.writeable):
+        raise ValueError(f"out: expected a writeable C-contiguous uint8 array of shape "
+                         f"{(size[1], size[0], 3)}")
     order = _order(image.shape, box, size, filter, mode)
     if order is None:
-        return _pillow(image, box, size, filter, mode)
-    return _run(image, box, size, filter, mode, order)
+        pixels = _pillow(image, box, size, filter, mode)
+        if out is None:
+            return pixels
+        out[:] = pixels
+        return out
+    return _run(image, box, size, filter, mode, order, out)
 
 
 def resample_into(frames, idx, table, image_ids, boxes, sizes, dx, dy, filter: str = "lanczos",

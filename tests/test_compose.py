@@ -257,3 +257,20 @@ def test_step_redraw_only_changed_rects():
                        [cells[order[i]][1] for i in changed], [56, 56], [56, 56],
                        [cells[i][0] + 2 for i in changed], [cells[i][1] + 2 for i in changed])
     assert np.array_equal(frames, full(order))
+
+
+def test_crop_resample_probes_once_per_crop_size_and_fills_out():
+    from visgym.render import compose as c
+
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, (90, 120, 3), np.uint8)
+    before = len(c._ORDERS)
+    out = np.empty((40, 30, 3), np.uint8)
+    for x0, y0 in ((0, 0), (7, 3), (20, 40)):   # same crop size at three places
+        box = (x0, y0, x0 + 61, y0 + 47)
+        got = c.resample(image, box, (30, 40), out=out)
+        assert got is out
+        assert np.array_equal(out, _pillow(image, box, (30, 40), "lanczos", "crop"))
+    assert len(c._ORDERS) - before <= 1
+    with pytest.raises(ValueError, match="out"):
+        c.resample(image, (0, 0, 61, 47), (30, 40), out=np.empty((30, 40, 3), np.uint8))
