@@ -486,6 +486,36 @@ def _fill_white(frame, y0, y1, x0, x1):
 
 
 @njit(cache=True)
+def _paint_piece(frame, ar, ac, offsets, n, org_r, org_c, cell, color_row, y0, y1, x0, x1):
+    """One piece's cell boxes (fill, 1-px black outline, corners inclusive) clipped to the
+    region; each interior row run is copied from ``color_row`` (the colour repeated)."""
+    width = frame.shape[1]
+    flat = frame.reshape(frame.shape[0] * width * 3)
+    for m in range(n):
+        cy = (ar + offsets[m, 0] - org_r) * cell
+        cx = (ac + offsets[m, 1] - org_c) * cell
+        ya = max(y0, cy)
+        yb = min(y1, cy + cell + 1)
+        xa = max(x0, cx)
+        xb = min(x1, cx + cell + 1)
+        if ya >= yb or xa >= xb:
+            continue
+        ia = max(xa, cx + 1)
+        ib = min(xb, cx + cell)
+        for y in range(ya, yb):
+            row = y * width * 3
+            if y == cy or y == cy + cell:
+                flat[row + xa * 3:row + xb * 3] = 0
+                continue
+            if ia < ib:
+                flat[row + ia * 3:row + ib * 3] = color_row[(ia - cx - 1) * 3:(ib - cx - 1) * 3]
+            if xa == cx:
+                flat[row + cx * 3:row + cx * 3 + 3] = 0
+            if xb == cx + cell + 1:
+                flat[row + (cx + cell) * 3:row + (cx + cell) * 3 + 3] = 0
+
+
+@njit(cache=True)
 def render_region(frame, R, C, org_r, org_c, cell, offsets, n_cells, pos, color_rows, ink,
                   label_masks, label_oy, label_ox, axis_color, grid_color, y0, y1, x0, x1,
                   white=True):
@@ -523,52 +553,46 @@ def render_region(frame, R, C, org_r, org_c, cell, offsets, n_cells, pos, color_
     for r in range(R):
         _label(frame, label_masks[r], label_oy[r], label_ox[r], by + r * cell, bx - cell,
                axis_color, y0, y1, x0, x1)
-    width = frame.shape[1]
-    flat = frame.reshape(frame.shape[0] * width * 3)
     for k in range(pos.shape[0]):
+        _paint_piece(frame, pos[k, 0], pos[k, 1], offsets[k], n_cells[k], org_r, org_c, cell,
+                     color_rows[k], y0, y1, x0, x1)
         ar = pos[k, 0]
         ac = pos[k, 1]
-        for m in range(n_cells[k]):
-            cy = (ar + offsets[k, m, 0] - org_r) * cell
-            cx = (ac + offsets[k, m, 1] - org_c) * cell
-            ya = max(y0, cy)
-            yb = min(y1, cy + cell + 1)
-            xa = max(x0, cx)
-            xb = min(x1, cx + cell + 1)
-            if ya >= yb or xa >= xb:
-                continue
-            # The interior run of a row, copied from the colour's prebuilt row.
-            ia = max(xa, cx + 1)
-            ib = min(xb, cx + cell)
-            for y in range(ya, yb):
-                row = y * width * 3
-                if y == cy or y == cy + cell:
-                    flat[row + xa * 3:row + xb * 3] = 0
-                    continue
-                if ia < ib:
-                    flat[row + ia * 3:row + ib * 3] = color_rows[k, (ia - cx - 1) * 3:
-                                                                  (ib - cx - 1) * 3]
-                if xa == cx:
-                    flat[row + cx * 3:row + cx * 3 + 3] = 0
-                if xb == cx + cell + 1:
-                    flat[row + (cx + cell) * 3:row + (cx + cell) * 3 + 3] = 0
         _label(frame, label_masks[k], label_oy[k], label_ox[k], (ar - org_r) * cell,
                (ac - org_c) * cell, ink[k], y0, y1, x0, x1)
 
 
 @njit(cache=True)
-def _erase_drawn(frame, R, C, org_r, org_c, cell, offsets, n_cells, pos, h, w):
-    """White over everything a drawing with origin (org_r, org_c) put on its white background:
-    the board box, the coordinate-label cells and every piece's cell boxes (clipped to h x w)."""
+def _covered(ry, rx, org_r, org_c, cell, offsets, n_cells, pos):
+    """Is the cell box with top-left pixel (ry, rx) one of the drawing's piece cell boxes?"""
+    for k in range(pos.shape[0]):
+        for m in range(n_cells[k]):
+            if ((pos[k, 0] + offsets[k, m, 0] - org_r) * cell == ry
+                    and (pos[k, 1] + offsets[k, m, 1] - org_c) * cell == rx):
+                return True
+    return False
+
+
+@njit(cache=True)
+def _erase_drawn(frame, R, C, org_r, org_c, cell, offsets, n_cells, pos, h, w, new_org_r,
+                 new_org_c, new_offsets, new_n, new_pos):
+    """White over everything a drawing with origin (org_r, org_c) put on its white background,
+    clipped to h x w: the coordinate-label cells, the board box (unless the new drawing's board
+    lies at the same pixels: its grid is redrawn over it) and every piece cell box that is not
+    also a cell box of the new drawing (those are painted over whole)."""
     by = -org_r * cell
     bx = -org_c * cell
-    _fill_white(frame, max(by - cell, 0), min(by + R * cell + 1, h), max(bx, 0),
-                min(bx + C * cell + 1, w))
-    _fill_white(frame, max(by, 0), min(by + R * cell + 1, h), max(bx - cell, 0), min(bx, w))
+    if org_r != new_org_r or org_c != new_org_c:
+        _fill_white(frame, max(by, 0), min(by + R * cell + 1, h), max(bx, 0),
+                    min(bx + C * cell + 1, w))
+    _fill_white(frame, max(by - cell, 0), min(by, h), max(bx, 0), min(bx + C * cell, w))
+    _fill_white(frame, max(by, 0), min(by + R * cell, h), max(bx - cell, 0), min(bx, w))
     for k in range(pos.shape[0]):
         for m in range(n_cells[k]):
             cy = (pos[k, 0] + offsets[k, m, 0] - org_r) * cell
             cx = (pos[k, 1] + offsets[k, m, 1] - org_c) * cell
+            if _covered(cy, cx, new_org_r, new_org_c, cell, new_offsets, new_n, new_pos):
+                continue
             _fill_white(frame, max(cy, 0), min(cy + cell + 1, h), max(cx, 0),
                         min(cx + cell + 1, w))
 
@@ -590,7 +614,7 @@ def render_full(frames, rows, R, C, extent, hw, cell, offsets, n_cells, pos, col
         frame = frames[b]
         if drawn[b]:
             _erase_drawn(frame, R, C, d_org[b, 0], d_org[b, 1], cell, d_offsets[b], d_n[b],
-                         d_pos[b], h, w)
+                         d_pos[b], h, w, org_r, org_c, offsets[b], n_cells[b], pos[b])
             oh = min(d_hw[b, 0], h)
             ow = min(d_hw[b, 1], w)
             _fill_white(frame, oh, h, 0, w)
@@ -612,7 +636,7 @@ def render_full(frames, rows, R, C, extent, hw, cell, offsets, n_cells, pos, col
 
 @njit(cache=True)
 def render_moved(frames, R, C, extent, hw, cell, offsets, n_cells, pos, moved, moved_from,
-                 colors, ink, label_masks, label_oy, label_ox, axis_color, grid_color, d_pos):
+                 color_rows, ink, label_masks, label_oy, label_ox, axis_color, grid_color, d_pos):
     """Redraw, for each row whose step moved a piece, the cell boxes it left and entered (and
     record the piece's new position in the workspace's ``d_pos``)."""
     for b in range(frames.shape[0]):
@@ -621,19 +645,22 @@ def render_moved(frames, R, C, extent, hw, cell, offsets, n_cells, pos, moved, m
             continue
         org_r = extent[b, 0] - 1
         org_c = extent[b, 1] - 1
-        for which in range(2):
-            if which == 0:
-                ar = moved_from[b, 0]
-                ac = moved_from[b, 1]
-            else:
-                ar = pos[b, k, 0]
-                ac = pos[b, k, 1]
-            for m in range(n_cells[b, k]):
-                cy = (ar + offsets[b, k, m, 0] - org_r) * cell
-                cx = (ac + offsets[b, k, m, 1] - org_c) * cell
-                render_region(frames[b], R, C, org_r, org_c, cell, offsets[b], n_cells[b],
-                              pos[b], colors, ink, label_masks, label_oy, label_ox, axis_color,
-                              grid_color, max(cy, 0), min(cy + cell + 1, hw[b, 0]),
-                              max(cx, 0), min(cx + cell + 1, hw[b, 1]))
+        h = hw[b, 0]
+        w = hw[b, 1]
+        ar = moved_from[b, 0]
+        ac = moved_from[b, 1]
+        for m in range(n_cells[b, k]):
+            cy = (ar + offsets[b, k, m, 0] - org_r) * cell
+            cx = (ac + offsets[b, k, m, 1] - org_c) * cell
+            render_region(frames[b], R, C, org_r, org_c, cell, offsets[b], n_cells[b], pos[b],
+                          color_rows, ink, label_masks, label_oy, label_ox, axis_color,
+                          grid_color, max(cy, 0), min(cy + cell + 1, h), max(cx, 0),
+                          min(cx + cell + 1, w))
+        # The boxes it entered: its own cells cover them whole (neighbours share only black
+        # outline pixels, no other label reaches into them), so painting the piece suffices.
+        _paint_piece(frames[b], pos[b, k, 0], pos[b, k, 1], offsets[b, k], n_cells[b, k], org_r,
+                     org_c, cell, color_rows[k], 0, h, 0, w)
+        _label(frames[b], label_masks[k], label_oy[k], label_ox[k], (pos[b, k, 0] - org_r) * cell,
+               (pos[b, k, 1] - org_c) * cell, ink[k], 0, h, 0, w)
         d_pos[b, k, 0] = pos[b, k, 0]
         d_pos[b, k, 1] = pos[b, k, 1]

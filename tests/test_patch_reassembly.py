@@ -423,3 +423,15 @@ def test_overlapping_placements_are_refused():
 def test_bad_params_are_refused(kw):
     with pytest.raises(ValueError):
         visgym.make("patch_reassembly/easy", **kw)
+
+
+@pytest.mark.parametrize("env_id", ["patch_reassembly/easy", "patch_reassembly/hard"])
+def test_auto_resets_erase_the_previous_drawing_exactly(env_id):
+    """A reset draws over the previous episode's frame (erasing only what it drew): after many
+    resets with different frame sizes and boards every frame still equals a full redraw."""
+    env = visgym.make(env_id, num_envs=32, max_steps=2)
+    env.reset(seeds=range(32))
+    for t in range(24):
+        plans = env.solve()
+        env.step([p[0] for p in plans])
+        assert_frames_equal_a_full_redraw(env, f"step {t}")
