@@ -95,15 +95,17 @@ class MentalRotation3DCubeParams:
     action_frame: str = "object"
 
     def __post_init__(self):
-        integer("num_segments", self.num_segments, 1, MAX_SEGMENTS)
+        object.__setattr__(self, "num_segments",
+                           integer("num_segments", self.num_segments, 1, MAX_SEGMENTS))
         lo, hi = integers("length_range", self.length_range, 2, 1, MAX_SEGMENT_LEN)
         if lo > hi:
             raise ValueError(f"length_range: expected lo <= hi, got {describe(self.length_range)}")
         h, w = integers("image_size", self.image_size, 2, 16, 512)
         if h != w:
             raise ValueError(f"image_size: the views are square, got {describe(self.image_size)}")
-        real("angle_tol", self.angle_tol, 0.0, math.pi)
-        real("cube_size", self.cube_size, 1e-6, 1e6, positive=True)
+        object.__setattr__(self, "angle_tol", real("angle_tol", self.angle_tol, 0.0, math.pi))
+        object.__setattr__(self, "cube_size",
+                           real("cube_size", self.cube_size, 1e-6, 1e6, positive=True))
         one_of("action_frame", self.action_frame, FRAMES)
         object.__setattr__(self, "length_range", (lo, hi))
         object.__setattr__(self, "image_size", (h, w))

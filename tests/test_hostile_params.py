@@ -303,7 +303,11 @@ def test_every_params_field_is_coerced_to_a_plain_python_value():
              "jigsaw": {"num_rows": np.int64(3), "border_width": np.int8(2),
                         "max_image_height": np.uint16(300)},
              "zoom_in_puzzle": {"num_zoom_views": np.int32(5), "zoom_gap": np.float32(0.5),
-                                "nested": np.bool_(False)}}
+                                "nested": np.bool_(False)},
+             "mental_rotation_3d_cube": {"num_segments": np.int64(5),
+                                         "angle_tol": np.float32(0.2)},
+             "patch_reassembly": {"num_patches": np.int16(4),
+                                  "grid_size": np.array([5, 6])}}
     assert sorted(given) == FAMILIES, "every family needs an entry here"
     for family, kwargs in given.items():
         params = visgym.make(f"{family}/easy", **kwargs).params
