@@ -126,3 +126,37 @@ def test_gifs_command_frames_have_the_episodes_size(family):
     for b, frames in enumerate(recorded):
         np.testing.assert_array_equal(frames[0], env.frame(b))
         assert {f.shape for f in frames} == {env.frame(b).shape}   # constant within an episode
+
+
+def test_eval_of_the_published_layout_reads_the_bundles_photos(tmp_path, monkeypatch):
+    """`visgym eval --dataset-root DIR` on the reference's metadata layout: the photo family
+    reads the episode's image from DIR/partial_datasets/jigsaw (Family.data_dir_keyword), whose
+    name the init state gives relative to that folder, as the published bundle has it."""
+    monkeypatch.delenv("VIS_GYM_IMAGE_DIR", raising=False)
+    root = tmp_path / "inference_dataset"
+    photos = root / "partial_datasets" / "jigsaw" / "00001"
+    photos.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 256, (90, 120, 3), np.uint8)).save(photos / "a.jpg")
+    Image.fromarray(rng.integers(0, 256, (60, 84, 3), np.uint8)).save(photos / "b.png")
+    listing = root / "test_set_easy" / "jigsaw__easy"
+    listing.mkdir(parents=True)
+    states = {(1, 11): ("00001/a.jpg", [1, 0, 3, 2]), (1, 12): ("00001/b.png", [3, 2, 1, 0])}
+    with open(listing / "episodes.jsonl", "w") as f:
+        for (seed, ep), (name, target) in states.items():
+            f.write(json.dumps({"env_id": "jigsaw/easy", "seed": seed, "episode_seed": ep}) + "\n")
+            d = root / "initial_states_easy" / "jigsaw__easy" / f"seed{seed}_episode{ep}"
+            d.mkdir(parents=True)
+            (d / "initial_state.json").write_text(json.dumps(
+                {"image_name": name, "current_state": [0, 1, 2, 3], "target_state": target}))
+    out = tmp_path / "out"
+    assert cli.main(["eval", "--dataset-root", str(root), "--tasks", "jigsaw", "--split", "easy",
+                     "--gifs", "0", "--out", str(out)]) == 0
+    records = [json.loads(line) for line in open(out / "episodes.jsonl")]
+    assert sorted(r["init_state"]["image_name"] for r in records) == ["00001/a.jpg",
+                                                                       "00001/b.png"]
+    assert all(r["success"] for r in records)
+    env = visgym.make("jigsaw/easy", sample_dir=str(root))
+    env.reset(init_states=[records[0]["init_state"]])
+    h, w = env.frame_hw[0].tolist()
+    assert (h, w) in ((90 + 4, 120 + 4), (60 + 4, 84 + 4))
