@@ -54,8 +54,10 @@ def list_envs() -> list[str]:
 def spec(env_id: str) -> EnvSpec:
     entry = _REGISTRY.get(env_id) if isinstance(env_id, str) else None
     if entry is None:
-        raise ValueError(f"env_id: unknown environment {describe(env_id)}; known ids: "
-                         f"{', '.join(list_envs())}")
+        families = sorted({i.split("/")[0] for i in list_envs()})
+        raise ValueError(f"env_id: unknown environment {describe(env_id)}; known ids are "
+                         f"<family>/easy and <family>/hard for: {', '.join(families)} "
+                         f"(visgym.list_envs())")
     return entry
 
 

@@ -80,13 +80,13 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from ..core.family import Family
+from ..core.threads import ProcessThreadPool
 from ..core.grammar import STOP, ActionSpec, Grammar, IntArray, Permutation
 from ..core.validate import boolean, describe, integer, is_integer, mapping, one_of, real, reals
 from ..kernels.zoom_in_puzzle import draw_tiles, solved_rows, step_orders
@@ -96,6 +96,10 @@ from .assets.images import ZOOM_IN_SCAN, ImageFileError, image_source
 TILE_PX = 224
 RESAMPLE_THREADS = 4        # at most, for resets of many episodes
 MIN_TILES_PER_THREAD = 8
+# Bound of min_zoom_level, |zoom_gap| and zoom_std: generated zoom levels then stay far below the
+# 1e6 that init states may hold (min + N * gap + any plausible Normal draw), so every generated
+# episode reloads from its own state dict.
+MAX_ZOOM_PARAM = 1000.0
 WHOLE_TILE_CACHE = 1024     # slot-0 tiles kept per family (150 KB each)
 MAX_VIEWS = 16
 BUNDLE_TASK = "zoomin"
@@ -151,12 +155,12 @@ class ZoomInPuzzleParams:
         put("num_zoom_views", integer("num_zoom_views", self.num_zoom_views, 1, MAX_VIEWS))
         put("zoom_setup", one_of("zoom_setup", self.zoom_setup, tuple(ZOOM_SETUPS)))
         if self.min_zoom_level is not None:
-            put("min_zoom_level", real("min_zoom_level", self.min_zoom_level, None, 1e6,
-                                       positive=True))
+            put("min_zoom_level", real("min_zoom_level", self.min_zoom_level, None,
+                                       MAX_ZOOM_PARAM, positive=True))
         if self.zoom_gap is not None:
-            put("zoom_gap", real("zoom_gap", self.zoom_gap, -1e6, 1e6))
+            put("zoom_gap", real("zoom_gap", self.zoom_gap, -MAX_ZOOM_PARAM, MAX_ZOOM_PARAM))
         if self.zoom_std is not None:
-            put("zoom_std", real("zoom_std", self.zoom_std, 0.0, 1e6))
+            put("zoom_std", real("zoom_std", self.zoom_std, 0.0, MAX_ZOOM_PARAM))
         if self.nested is not None:
             put("nested", boolean("nested", self.nested))
         if self.sample_dir is not None:
@@ -237,6 +241,11 @@ def _crop(image: np.ndarray, box) -> np.ndarray:
     if x1 > x0 and y1 > y0:
         out[y0 - top:y1 - top, x0 - left:x1 - left] = image[y0:y1, x0:x1]
     return out
+
+
+# Threads for the resets' resampling (the passes release the GIL), shared by every instance and
+# private to each process (core/threads.py: never used across a fork).
+_RESAMPLE_POOL = ProcessThreadPool(RESAMPLE_THREADS, "visgym-zoom-resample")
 
 
 def resample_tile(image: np.ndarray, box, out: np.ndarray) -> None:
@@ -392,9 +401,8 @@ class ZoomInPuzzle(Family):
             for job in jobs:
                 resample_tile(*job)
             return
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for _ in pool.map(lambda job: resample_tile(*job), jobs):
-                pass
+        for _ in _RESAMPLE_POOL.map(lambda job: resample_tile(*job), jobs):
+            pass
 
     def pick_image(self, seed: int, rng: np.random.RandomState | None = None) -> int:
         """The image of an episode seeded ``seed``: the first of the source's list permuted by
