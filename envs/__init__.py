@@ -37,3 +37,6 @@ register(MentalRotation3DCube)
 
 from .patch_reassembly import PatchReassembly
 register(PatchReassembly)
+
+from .mental_rotation_3d_objaverse import MentalRotation3DObjaverse
+register(MentalRotation3DObjaverse)

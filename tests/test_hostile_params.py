@@ -307,7 +307,10 @@ def test_every_params_field_is_coerced_to_a_plain_python_value():
              "mental_rotation_3d_cube": {"num_segments": np.int64(5),
                                          "angle_tol": np.float32(0.2)},
              "patch_reassembly": {"num_patches": np.int16(4),
-                                  "grid_size": np.array([5, 6])}}
+                                  "grid_size": np.array([5, 6])},
+             "mental_rotation_3d_objaverse": {"render_size": np.int64(96),
+                                              "tolerance": np.float32(12.5),
+                                              "use_textures": np.bool_(True)}}
     assert sorted(given) == FAMILIES, "every family needs an entry here"
     for family, kwargs in given.items():
         params = visgym.make(f"{family}/easy", **kwargs).params

@@ -1,0 +1,344 @@
+"""The mesh layer: where mental_rotation_3d_objaverse's objects come from.
+
+Sources, in DESIGN's order ("Assets and real data"):
+
+1. a folder the caller names (the family's ``sample_dir`` keyword);
+2. else the reference's environment variable ``VIS_GYM_3D_DIR``;
+3. else the published evaluation bundle's ``partial_datasets/objaverse`` under the working
+   directory, when it exists;
+4. else procedural Shepard-Metzler-style objects (``procedural_mesh``): chains of 6-10 unit cubes
+   with three or more bends, every cube its own colour along a hue ramp, so no two orientations
+   look alike. An object is a pure function of its id (``procedural/<id>``).
+
+A named folder (1 or 2) holds the reference's Objaverse layout, ``glbs/000-xxx/<uid>.glb``: it
+may be the ``glbs`` folder itself or any folder above the GLBs; every file ending in .glb or
+.gltf (any case) below it counts, ordered by its POSIX path relative to the folder (the
+reference walked the filesystem unsorted). A named folder that is missing, not a folder or
+without GLBs raises :class:`MeshSourceError` naming the path (no fall-through to the procedural
+objects: a mistyped path must not quietly change the data).
+
+Loading (``load_glb``) follows the reference: the file is read as a scene with trimesh (materials
+kept iff ``use_textures``), the scene graph is flattened (each geometry transformed by its node
+transform), only triangle meshes with faces are kept, meshes above the face budget (900) are
+simplified by quadric decimation when trimesh has a backend for it (else kept whole, as the
+reference), and the result is centred on the centroid of the oriented bounding box of all
+vertices and scaled by 1 / (half the diagonal of the axis-aligned extents). Colours: per face,
+from vertex colours, the material's base colour, or the texture sampled at the vertices' UVs
+(trimesh's ``to_color``), averaged over the face's corners: textures become per-face colours
+(a deviation; the rasterizer could draw them through an atlas, but a 128 px view of a 900-face
+object shows little more). A file that fails to load or holds no triangles raises
+:class:`MeshFileError` naming the file (the reference rendered such objects white, silently).
+
+Meshes are cached per process (by path, mtime, size and options), read-only.
+"""
+from __future__ import annotations
+
+import colorsys
+import math
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ENV_VAR = "VIS_GYM_3D_DIR"
+BUNDLE = Path("partial_datasets") / "objaverse"
+EXTENSIONS = (".glb", ".gltf")
+PROCEDURAL_PREFIX = "procedural/"
+FACE_BUDGET = 900
+DEFAULT_COLOR = (200, 200, 200)
+CACHE_ITEMS = 512
+
+
+class MeshSourceError(ValueError):
+    """A folder of meshes is missing, not a folder, unreadable or empty (message names the path)."""
+
+
+class MeshFileError(ValueError):
+    """One mesh file cannot be loaded or holds no triangles (message names the file)."""
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """A normalised object: centred at the origin, radius 1 (see the module docstring)."""
+
+    name: str
+    vertices: np.ndarray      # float32[V, 3]
+    triangles: np.ndarray     # int32[T, 3]
+    face_colors: np.ndarray   # uint8[T, 3]
+
+
+def _freeze(*arrays):
+    for a in arrays:
+        a.setflags(write=False)
+
+
+def normalise(vertices: np.ndarray) -> np.ndarray:
+    """The reference's normalisation: translate by -(centroid of the oriented bounding box),
+    scale by 1 / (half the AABB diagonal; 1e-3 if degenerate)."""
+    v = np.asarray(vertices, np.float64)
+    centre = None
+    try:
+        import trimesh
+
+        to_origin, extents = trimesh.bounds.oriented_bounds(v)
+        # The OBB's centre in the input frame: to_origin maps it to the origin.
+        centre = np.linalg.inv(to_origin)[:3, 3]
+    except Exception:  # degenerate hulls: fall back to the AABB
+        centre = None
+    lo, hi = v.min(axis=0), v.max(axis=0)
+    if centre is None or not np.isfinite(centre).all():
+        centre = (lo + hi) / 2.0
+    radius = float(np.linalg.norm(hi - lo)) / 2.0
+    if not np.isfinite(radius) or radius < 1e-12:
+        radius = 1e-3
+    return ((v - centre) / radius).astype(np.float32)
+
+
+# ------------------------------------------------------------------------------ procedural
+_BOX_CORNERS = np.array([[sx, sy, sz] for sx in (-0.5, 0.5) for sy in (-0.5, 0.5)
+                         for sz in (-0.5, 0.5)], np.float64)
+_BOX_QUADS = ((0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3))
+_BOX_TRIS = np.array([t for a, b, c, d in _BOX_QUADS for t in ((a, b, c), (a, c, d))], np.int32)
+_DIRS = np.array([[1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]])
+
+
+def _chain(rng) -> list:
+    """Cells of a self-avoiding chain of 6-10 cubes in 4-5 straight arms (3+ bends), each bend
+    turning onto a new axis."""
+    while True:
+        arms = int(rng.integers(4, 6))
+        n_cubes = int(rng.integers(max(6, arms + 1), 11))
+        cuts = np.sort(rng.choice(np.arange(1, n_cubes - 1), arms - 1, replace=False))
+        lengths = np.diff(np.concatenate([[0], cuts, [n_cubes - 1]]))
+        if (lengths < 1).any():
+            continue
+        cells = [(0, 0, 0)]
+        axis = -1
+        ok = True
+        for length in lengths:
+            choices = [d for d in range(6) if d // 2 != axis]
+            d = int(rng.choice(choices))
+            axis = d // 2
+            for _ in range(int(length)):
+                nxt = tuple(int(v) for v in np.add(cells[-1], _DIRS[d]))
+                if nxt in cells:
+                    ok = False
+                    break
+                cells.append(nxt)
+            if not ok:
+                break
+        if ok and len(cells) == n_cubes:
+            # Non-planar (the chain spans all three axes), else it has a mirror plane.
+            spans = np.ptp(np.array(cells), axis=0)
+            if (spans > 0).all():
+                return cells
+
+
+def procedural_mesh(object_id: int) -> Mesh:
+    """Shepard-Metzler-style object ``procedural/<object_id>``: a pure function of the id."""
+    object_id = int(object_id)
+    rng = np.random.default_rng([object_id, 0x5EED])
+    cells = np.array(_chain(rng), np.float64)
+    n = cells.shape[0]
+    verts = (cells[:, None, :] + _BOX_CORNERS[None]).reshape(-1, 3)
+    tris = (_BOX_TRIS[None] + 8 * np.arange(n)[:, None, None]).reshape(-1, 3).astype(np.int32)
+    hue0 = rng.random()
+    colors = np.empty((n, 3), np.uint8)
+    for k in range(n):
+        r, g, b = colorsys.hsv_to_rgb((hue0 + 0.8 * k / max(n - 1, 1)) % 1.0, 0.75, 0.95)
+        colors[k] = (int(r * 255), int(g * 255), int(b * 255))
+    face_colors = np.ascontiguousarray(np.repeat(colors, 12, axis=0))
+    mesh = Mesh(f"{PROCEDURAL_PREFIX}{object_id}", normalise(verts), tris, face_colors)
+    _freeze(mesh.vertices, mesh.triangles, mesh.face_colors)
+    return mesh
+
+
+def procedural_id(name: str) -> int | None:
+    """The id of a ``procedural/<id>`` name, else None."""
+    if not name.startswith(PROCEDURAL_PREFIX):
+        return None
+    digits = name[len(PROCEDURAL_PREFIX):]
+    if not digits.isdigit() or len(digits) > 19:
+        return None
+    value = int(digits)
+    return value if value < 2 ** 63 else None
+
+
+# ------------------------------------------------------------------------------ GLB files
+def _face_colors(mesh, use_textures: bool) -> np.ndarray:
+    t = len(mesh.faces)
+    if not use_textures:
+        return np.full((t, 3), DEFAULT_COLOR, np.uint8)
+    try:
+        visual = mesh.visual
+        if getattr(visual, "kind", None) == "texture" or type(visual).__name__ == "TextureVisuals":
+            visual = visual.to_color()
+        vc = getattr(visual, "vertex_colors", None)
+        if visual.kind == "vertex" and vc is not None and len(vc) == len(mesh.vertices):
+            fc = np.asarray(vc, np.float64)[np.asarray(mesh.faces)][:, :, :3].mean(axis=1)
+        else:
+            fc = np.asarray(visual.face_colors, np.float64)[:, :3]
+        if fc.shape == (t, 3) and np.isfinite(fc).all():
+            return np.clip(np.rint(fc), 0, 255).astype(np.uint8)
+    except Exception:  # unusable materials degrade to the default colour, as the reference's
+        pass
+    return np.full((t, 3), DEFAULT_COLOR, np.uint8)
+
+
+def _decimate(mesh, target: int):
+    if len(mesh.faces) <= 8:
+        return mesh
+    try:
+        out = mesh.simplify_quadric_decimation(face_count=int(target))
+    except Exception:  # no simplification backend: full resolution, as the reference
+        return mesh
+    return out if out is not None and len(out.faces) else mesh
+
+
+def load_glb(path, use_textures: bool = True, face_budget: int = FACE_BUDGET,
+             name: str | None = None) -> Mesh:
+    """A GLB/glTF file as a normalised :class:`Mesh` (see the module docstring)."""
+    path = Path(path)
+    label = name or str(path)
+    try:
+        import trimesh
+
+        scene = trimesh.load(str(path), force="scene", process=True,
+                             skip_materials=not use_textures)
+        meshes = [m for m in scene.dump()
+                  if isinstance(m, trimesh.Trimesh) and len(m.faces) > 0]
+    except Exception as exc:
+        raise MeshFileError(f"{path}: cannot load the mesh file ({type(exc).__name__}: "
+                            f"{str(exc)[:200]})") from None
+    if not meshes:
+        raise MeshFileError(f"{path}: the mesh file holds no triangles (it would render empty)")
+    total = sum(len(m.faces) for m in meshes)
+    if face_budget > 0 and total > face_budget:
+        meshes = [_decimate(m, math.ceil(len(m.faces) * face_budget / total)) for m in meshes]
+    verts, tris, cols = [], [], []
+    offset = 0
+    for m in meshes:
+        v = np.asarray(m.vertices, np.float64)
+        f = np.asarray(m.faces, np.int64)
+        if not np.isfinite(v).all():
+            raise MeshFileError(f"{path}: the mesh file has non-finite vertex coordinates")
+        verts.append(v)
+        tris.append(f + offset)
+        cols.append(_face_colors(m, use_textures))
+        offset += v.shape[0]
+    v = np.concatenate(verts)
+    mesh = Mesh(label, normalise(v), np.ascontiguousarray(np.concatenate(tris), np.int32),
+                np.ascontiguousarray(np.concatenate(cols), np.uint8))
+    _freeze(mesh.vertices, mesh.triangles, mesh.face_colors)
+    return mesh
+
+
+# ------------------------------------------------------------------------------ sources
+_CACHE: OrderedDict = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def _cached(key, build):
+    with _LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    value = build()
+    with _LOCK:
+        _CACHE[key] = value
+        while len(_CACHE) > CACHE_ITEMS:
+            _CACHE.popitem(last=False)
+    return value
+
+
+class MeshSource:
+    """Objects of one source: a folder of GLBs (``files`` sorted, relative POSIX paths) or the
+    procedural objects (``files`` empty)."""
+
+    def __init__(self, root: Path | None, use_textures: bool = True,
+                 face_budget: int = FACE_BUDGET):
+        self.root = root
+        self.use_textures = bool(use_textures)
+        self.face_budget = int(face_budget)
+        self.files: tuple[str, ...] = ()
+        if root is not None:
+            self.files = _scan(root)
+            self._index = {name: k for k, name in enumerate(self.files)}
+
+    @property
+    def procedural(self) -> bool:
+        return self.root is None
+
+    def pick(self, seed: int) -> str:
+        """The object of an episode seed."""
+        rng = np.random.default_rng([int(seed), 0x0B1])
+        if self.procedural:
+            return f"{PROCEDURAL_PREFIX}{int(rng.integers(0, 2 ** 31))}"
+        return self.files[int(rng.integers(0, len(self.files)))]
+
+    def check_name(self, name) -> str:
+        """``name`` if this source has that object, else ValueError."""
+        if not isinstance(name, str):
+            raise ValueError(f"expected a string, got {type(name).__name__}")
+        if self.procedural:
+            if procedural_id(name) is None:
+                raise ValueError(f"expected 'procedural/<id>' (the procedural objects; pass "
+                                 f"sample_dir for a GLB folder), got {name[:120]!r}")
+            return name
+        key = name[2:] if name.startswith("./") else name
+        if key not in self._index:
+            raise ValueError(f"no such object {name[:120]!r} in {self.root}")
+        return key
+
+    def load(self, name: str) -> Mesh:
+        pid = procedural_id(name)
+        if self.procedural:
+            return _cached(("proc", pid), lambda: procedural_mesh(pid))
+        path = self.root / name
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise MeshFileError(f"{path}: cannot read the mesh file ({exc.strerror})") from None
+        key = ("glb", str(path), st.st_mtime_ns, st.st_size, self.use_textures, self.face_budget)
+        return _cached(key, lambda: load_glb(path, self.use_textures, self.face_budget, name))
+
+
+def _scan(root: Path) -> tuple[str, ...]:
+    if not root.exists():
+        raise MeshSourceError(f"{root}: the mesh folder does not exist")
+    if not root.is_dir():
+        raise MeshSourceError(f"{root}: not a folder (expected the Objaverse 'glbs' folder)")
+    found = []
+    try:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for f in filenames:
+                if not f.startswith(".") and f.lower().endswith(EXTENSIONS):
+                    found.append(Path(dirpath, f).relative_to(root).as_posix())
+    except OSError as exc:
+        raise MeshSourceError(f"{root}: cannot read the mesh folder ({exc})") from None
+    if not found:
+        raise MeshSourceError(f"{root}: no .glb or .gltf files in the mesh folder (expected the "
+                              f"Objaverse layout glbs/000-xxx/<uid>.glb)")
+    return tuple(sorted(found))
+
+
+def resolve_root(sample_dir: str | None) -> Path | None:
+    """The folder of the sources above, or None for the procedural objects."""
+    if sample_dir:
+        return Path(sample_dir).expanduser()
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    bundle = Path.cwd() / BUNDLE
+    if bundle.is_dir():
+        return bundle
+    return None
+
+
+def mesh_source(sample_dir: str | None, use_textures: bool = True,
+                face_budget: int = FACE_BUDGET) -> MeshSource:
+    return MeshSource(resolve_root(sample_dir), use_textures, face_budget)
