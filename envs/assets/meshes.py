@@ -8,7 +8,8 @@ Sources, in DESIGN's order ("Assets and real data"):
    directory, when it exists;
 4. else procedural Shepard-Metzler-style objects (``procedural_mesh``): chains of 6-10 unit cubes
    with three or more bends, every cube its own colour along a hue ramp, so no two orientations
-   look alike. An object is a pure function of its id (``procedural/<id>``).
+   look alike; the lattice is turned to an oblique canonical pose so that the identity view
+   shows every arm. An object is a pure function of its id (``procedural/<id>``).
 
 A named folder (1 or 2) holds the reference's Objaverse layout, ``glbs/000-xxx/<uid>.glb``: it
 may be the ``glbs`` folder itself or any folder above the GLBs; every file ending in .glb or
@@ -137,13 +138,25 @@ def _chain(rng) -> list:
                 return cells
 
 
+def _display_rotation() -> np.ndarray:
+    """The procedural objects' canonical pose: the cube lattice turned 35 degrees about +Y and
+    then 25 degrees about +X, so an arm along any lattice axis shows in the identity view."""
+    a, b = math.radians(35.0), math.radians(25.0)
+    ry = np.array([[math.cos(a), 0, math.sin(a)], [0, 1, 0], [-math.sin(a), 0, math.cos(a)]])
+    rx = np.array([[1, 0, 0], [0, math.cos(b), -math.sin(b)], [0, math.sin(b), math.cos(b)]])
+    return rx @ ry
+
+
+_DISPLAY = _display_rotation()
+
+
 def procedural_mesh(object_id: int) -> Mesh:
     """Shepard-Metzler-style object ``procedural/<object_id>``: a pure function of the id."""
     object_id = int(object_id)
     rng = np.random.default_rng([object_id, 0x5EED])
     cells = np.array(_chain(rng), np.float64)
     n = cells.shape[0]
-    verts = (cells[:, None, :] + _BOX_CORNERS[None]).reshape(-1, 3)
+    verts = (cells[:, None, :] + _BOX_CORNERS[None]).reshape(-1, 3) @ _DISPLAY.T
     tris = (_BOX_TRIS[None] + 8 * np.arange(n)[:, None, None]).reshape(-1, 3).astype(np.int32)
     hue0 = rng.random()
     colors = np.empty((n, 3), np.uint8)
