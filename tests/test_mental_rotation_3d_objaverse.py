@@ -290,3 +290,27 @@ def test_unknown_object_in_a_folder_is_named(tmp_path):
         env.reset(init_states=[{"object_path": "000-000/zzz.glb", "secret_yaw": 0.0,
                                 "secret_pitch": 0.0, "secret_roll": 0.0,
                                 "current_rot": np.eye(4).tolist()}])
+
+
+def test_face_budget_applies_to_dense_meshes(tmp_path):
+    import trimesh
+
+    folder = tmp_path / "glbs" / "000-002"
+    folder.mkdir(parents=True)
+    dense = trimesh.creation.icosphere(subdivisions=4)       # 5120 faces
+    dense.apply_scale((1.0, 0.5, 0.3))
+    (folder / "dense.glb").write_bytes(trimesh.Scene(dense).export(file_type="glb"))
+    env = _env(sample_dir=str(tmp_path / "glbs"))
+    mesh = env.family.source.load("000-002/dense.glb")
+    assert 50 < mesh.triangles.shape[0] <= 901
+    frames, _ = env.reset(seeds=[0])
+    assert (frames[0, :, 128:] != 255).any(axis=-1).mean() > 0.02
+    small = _env(sample_dir=str(tmp_path / "glbs"), downsample_faces=200)
+    assert small.family.source.load("000-002/dense.glb").triangles.shape[0] <= 201
+
+
+def test_a_bundle_root_names_its_objaverse_folder(tmp_path):
+    root = tmp_path / "bundle"
+    _write_glbs(root / "partial_datasets" / "objaverse")
+    env = _env(sample_dir=str(root))
+    assert env.family.source.files == ("glbs/000-000/aaa.glb", "glbs/000-000/bbb.glb")

@@ -21,8 +21,8 @@ objects: a mistyped path must not quietly change the data).
 Loading (``load_glb``) follows the reference: the file is read as a scene with trimesh (materials
 kept iff ``use_textures``), the scene graph is flattened (each geometry transformed by its node
 transform), only triangle meshes with faces are kept, meshes above the face budget (900) are
-simplified by quadric decimation when trimesh has a backend for it (else kept whole, as the
-reference), and the result is centred on the centroid of the oriented bounding box of all
+simplified by quadric decimation when trimesh has a backend for it (else by vertex clustering,
+``cluster_faces``: the reference kept them whole), and the result is centred on the centroid of the oriented bounding box of all
 vertices and scaled by 1 / (half the diagonal of the axis-aligned extents). Colours: per face,
 from vertex colours, the material's base colour, or the texture sampled at the vertices' UVs
 (trimesh's ``to_color``), averaged over the face's corners: textures become per-face colours
@@ -202,13 +202,40 @@ def _face_colors(mesh, use_textures: bool) -> np.ndarray:
 
 
 def _decimate(mesh, target: int):
+    """Quadric decimation to about ``target`` faces (trimesh's backend); None when it is not
+    available or fails."""
     if len(mesh.faces) <= 8:
         return mesh
     try:
         out = mesh.simplify_quadric_decimation(face_count=int(target))
-    except Exception:  # no simplification backend: full resolution, as the reference
-        return mesh
-    return out if out is not None and len(out.faces) else mesh
+    except Exception:
+        return None
+    return out if out is not None and len(out.faces) else None
+
+
+def cluster_faces(vertices: np.ndarray, faces: np.ndarray, budget: int):
+    """Vertex clustering down to at most ``budget`` faces (the fallback when trimesh has no
+    quadric-decimation backend; the reference then kept full resolution): vertices sharing a
+    grid cell merge into their mean, collapsed faces drop; the cell doubles until the budget
+    holds. Returns (vertices, faces, kept face indices)."""
+    v = np.asarray(vertices, np.float64)
+    f = np.asarray(faces, np.int64)
+    extent = float(np.ptp(v, axis=0).max()) or 1.0
+    cell = extent / 256.0
+    while True:
+        keys = np.floor((v - v.min(axis=0)) / cell).astype(np.int64)
+        _, inverse = np.unique(keys, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        t = inverse[f]
+        keep = np.flatnonzero((t[:, 0] != t[:, 1]) & (t[:, 1] != t[:, 2]) & (t[:, 0] != t[:, 2]))
+        if keep.size <= budget or cell > extent:
+            break
+        cell *= 1.5
+    n = int(inverse.max()) + 1
+    sums = np.zeros((n, 3))
+    np.add.at(sums, inverse, v)
+    counts = np.bincount(inverse, minlength=n)[:, None]
+    return sums / np.maximum(counts, 1), t[keep], keep
 
 
 def load_glb(path, use_textures: bool = True, face_budget: int = FACE_BUDGET,
@@ -229,19 +256,31 @@ def load_glb(path, use_textures: bool = True, face_budget: int = FACE_BUDGET,
     if not meshes:
         raise MeshFileError(f"{path}: the mesh file holds no triangles (it would render empty)")
     total = sum(len(m.faces) for m in meshes)
-    if face_budget > 0 and total > face_budget:
-        meshes = [_decimate(m, math.ceil(len(m.faces) * face_budget / total)) for m in meshes]
     verts, tris, cols = [], [], []
     offset = 0
     for m in meshes:
-        v = np.asarray(m.vertices, np.float64)
-        f = np.asarray(m.faces, np.int64)
+        colors = None
+        if face_budget > 0 and total > face_budget:
+            target = max(1, math.ceil(len(m.faces) * face_budget / total))
+            simplified = _decimate(m, target)
+            if simplified is None:      # no backend: cluster, keeping each kept face's colour
+                colors = _face_colors(m, use_textures)
+                v, f, keep = cluster_faces(m.vertices, m.faces, target)
+                colors = colors[keep]
+            else:
+                m = simplified
+        if colors is None:
+            v = np.asarray(m.vertices, np.float64)
+            f = np.asarray(m.faces, np.int64)
+            colors = _face_colors(m, use_textures)
         if not np.isfinite(v).all():
             raise MeshFileError(f"{path}: the mesh file has non-finite vertex coordinates")
         verts.append(v)
         tris.append(f + offset)
-        cols.append(_face_colors(m, use_textures))
+        cols.append(colors)
         offset += v.shape[0]
+    if not sum(len(t) for t in tris):
+        raise MeshFileError(f"{path}: the mesh file holds no triangles (it would render empty)")
     v = np.concatenate(verts)
     mesh = Mesh(label, normalise(v), np.ascontiguousarray(np.concatenate(tris), np.int32),
                 np.ascontiguousarray(np.concatenate(cols), np.uint8))
@@ -339,13 +378,20 @@ def _scan(root: Path) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def _named(path: Path) -> Path:
+    """A named folder, or the ``partial_datasets/objaverse`` folder of a bundle root it holds
+    (``visgym eval --dataset-root``)."""
+    sub = path / BUNDLE
+    return sub if sub.is_dir() else path
+
+
 def resolve_root(sample_dir: str | None) -> Path | None:
     """The folder of the sources above, or None for the procedural objects."""
     if sample_dir:
-        return Path(sample_dir).expanduser()
+        return _named(Path(sample_dir).expanduser())
     env = os.environ.get(ENV_VAR)
     if env:
-        return Path(env).expanduser()
+        return _named(Path(env).expanduser())
     bundle = Path.cwd() / BUNDLE
     if bundle.is_dir():
         return bundle
