@@ -15,9 +15,11 @@ step, the prompt and the observation shape after the reset. Comparisons:
 - rewards exactly (no recorded angle error lies within 1e-4 of a tolerance);
 - the deterministic solvers' plans string for string ("-0.0" included); the reference's
   ``uniform=False`` split (its env RNG) by success.
-Frames: our Lambert rasterizer is not pyrender's PBR shader, so colours are not comparable; the
-silhouettes (the camera model) are: the non-white masks of episode 0's reset frame agree on all
-but 3 % of the pixels.
+Frames: our Lambert rasterizer is not pyrender's PBR shader (its lit faces whiten towards the
+light), so colours agree only roughly: episode 0's reset frame within a mean absolute
+difference of 14 grey levels per channel (about 6 and 12.3 measured; the light and ambient
+weights were fitted to these two frames). The silhouettes (the camera model) agree closely: the non-white masks differ on
+under 3 % of the pixels.
 """
 import math
 
@@ -143,3 +145,5 @@ def test_reset_frame_silhouettes_match_reference(difficulty):
     ref = (want < 250).any(axis=-1)
     assert ours.any() and ref.any()
     assert (ours != ref).mean() < 0.03, (ours != ref).mean()
+    diff = np.abs(frames[0].astype(int) - want.astype(int))
+    assert diff.mean() < 14, diff.mean()
