@@ -209,7 +209,8 @@ def _write_glbs(root):
     scene = trimesh.Scene()
     scene.add_geometry(a, node_name="body")
     cone = trimesh.creation.cone(radius=0.4, height=1.0)
-    scene.add_geometry(cone, node_name="nose", transform=trimesh.transformations.translation_matrix((0, 1.5, 0)))
+    scene.add_geometry(cone, node_name="nose",
+                       transform=trimesh.transformations.translation_matrix((0, 1.5, 0)))
     (folder / "bbb.glb").write_bytes(trimesh.Scene(b).export(file_type="glb"))
     (folder / "aaa.glb").write_bytes(scene.export(file_type="glb"))
     return root / "glbs"

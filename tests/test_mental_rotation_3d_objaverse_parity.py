@@ -18,8 +18,8 @@ step, the prompt and the observation shape after the reset. Comparisons:
 Frames: our Lambert rasterizer is not pyrender's PBR shader (its lit faces whiten towards the
 light), so colours agree only roughly: episode 0's reset frame within a mean absolute
 difference of 14 grey levels per channel (about 6 and 12.3 measured; the light and ambient
-weights were fitted to these two frames). The silhouettes (the camera model) agree closely: the non-white masks differ on
-under 3 % of the pixels.
+weights were fitted to these two frames). The silhouettes (the camera model) agree closely:
+the non-white masks differ on under 3 % of the pixels.
 """
 import math
 

@@ -22,9 +22,9 @@ Loading (``load_glb``) follows the reference: the file is read as a scene with t
 kept iff ``use_textures``), the scene graph is flattened (each geometry transformed by its node
 transform), only triangle meshes with faces are kept, meshes above the face budget (900) are
 simplified by quadric decimation when trimesh has a backend for it (else by vertex clustering,
-``cluster_faces``: the reference kept them whole), and the result is centred on the centroid of the oriented bounding box of all
-vertices and scaled by 1 / (half the diagonal of the axis-aligned extents). Colours: per face,
-from vertex colours, the material's base colour, or the texture sampled at the vertices' UVs
+``cluster_faces``: the reference kept them whole), and the result is centred on the centroid
+of the oriented bounding box of all vertices and scaled by 1 / (half the diagonal of the
+axis-aligned extents). Colours: per face, from vertex colours, the material's base colour, or the texture sampled at the vertices' UVs
 (trimesh's ``to_color``), averaged over the face's corners: textures become per-face colours
 (a deviation; the rasterizer could draw them through an atlas, but a 128 px view of a 900-face
 object shows little more). A file that fails to load or holds no triangles raises
