@@ -26,9 +26,10 @@ simplified by quadric decimation when trimesh has a backend for it (else by vert
 of the oriented bounding box of all vertices and scaled by 1 / (half the diagonal of the
 axis-aligned extents). Colours: per face, from vertex colours, the material's base colour, or
 the texture sampled at the vertices' UVs (trimesh's ``to_color``), averaged over the face's
-corners: textures become per-face colours (a deviation; the rasterizer could draw them through an atlas, but a 128 px view of a 900-face
-object shows little more). A file that fails to load or holds no triangles raises
-:class:`MeshFileError` naming the file (the reference rendered such objects white, silently).
+corners: textures become per-face colours (a deviation; the rasterizer could draw them through
+an atlas, but a 128 px view of a 900-face object shows little more). A file that fails to load
+or holds no triangles raises :class:`MeshFileError` naming the file (the reference rendered
+such objects white, silently).
 
 Meshes are cached per process (by path, mtime, size and options), read-only.
 """
