@@ -33,6 +33,10 @@ Deviations from the reference, on purpose:
   object from the reset seed and the rotation from the env's generator, ignoring the reset
   seed, and raised "All objects have been used..." once every file had been shown). Recorded
   episodes are replayed from their init states, which pin the object and the rotation.
+- ``sample_dir`` defaults to None (the sources above) instead of "./partial_datasets/objaverse/",
+  and there is no implicit ``data/3d/glbs``: a folder is named or the bundle is in the working
+  directory, else the procedural objects serve; a named folder that is a bundle root resolves to
+  its ``partial_datasets/objaverse``.
 - Numeric-string payloads (``['15', '0', '0']``) are invalid actions ("Action payload ... is
   invalid."), changing nothing; the reference accepted them and then crashed.
 - A GLB that fails to load or holds no triangles raises an error naming the file, at reset (the
@@ -85,6 +89,7 @@ DIFFUSE = 0.4
 TAN_X = math.tan(math.radians(30.0))
 TAN_Y = math.tan(math.radians(22.5))
 NEAR, FAR = 0.001, 10000.0
+MESH_TABLE = 4096
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ class MentalRotation3DObjaverseParams:
 
 
 class MentalRotation3DObjaverseState(NamedTuple):
-    obj: np.ndarray        # int64[B], index into the family's object table
+    obj: np.ndarray        # int64[B], object code (procedural id >= 0, or -(file index + 1))
     rot: np.ndarray        # float64[B, 3, 3], world vertex = rot . object vertex
     changed: np.ndarray    # bool[B], rotated by the last step (its right view is redrawn)
 
@@ -290,9 +295,7 @@ class MentalRotation3DObjaverse(Family):
         self.world = params.action_frame == "world"
         self.source = meshes.mesh_source(params.sample_dir, params.use_textures,
                                          params.face_budget)
-        self._names: list[str] = []
-        self._ids: dict[str, int] = {}
-        self._meshes: dict[int, meshes.Mesh] = {}
+        self._meshes: dict[int, meshes.Mesh] = {}   # code -> mesh, bounded (MESH_TABLE)
         s = self.S
         self.proj = camera.pinhole(s / (2 * TAN_X), s / (2 * TAN_Y), s / 2, s / 2, s, s, NEAR, FAR)
 
@@ -300,16 +303,30 @@ class MentalRotation3DObjaverse(Family):
     def frame_shape(self) -> tuple[int, int]:
         return self.S, 2 * self.S
 
+    # Object codes in the state: a procedural object's id (>= 0), or -(k + 1) for file k of the
+    # source's sorted list, so the state names its object without a table that grows.
+    def _code(self, name: str) -> int:
+        pid = meshes.procedural_id(name) if self.source.procedural else None
+        return pid if pid is not None else -(self.source.index(name) + 1)
+
+    def _name(self, code: int) -> str:
+        code = int(code)
+        return f"{meshes.PROCEDURAL_PREFIX}{code}" if code >= 0 else self.source.files[-code - 1]
+
+    def _mesh(self, code: int) -> meshes.Mesh:
+        """The mesh of an object code, loading it (errors name the file)."""
+        code = int(code)
+        mesh = self._meshes.get(code)
+        if mesh is None:
+            if len(self._meshes) >= MESH_TABLE:
+                self._meshes.clear()
+            mesh = self._meshes[code] = self.source.load(self._name(code))
+        return mesh
+
     def _object(self, name: str) -> int:
-        """The table index of object ``name``, loading it (errors name the file)."""
-        k = self._ids.get(name)
-        if k is None:
-            mesh = self.source.load(name)
-            k = len(self._names)
-            self._names.append(name)
-            self._ids[name] = k
-            self._meshes[k] = mesh
-        return k
+        code = self._code(name)
+        self._mesh(code)
+        return code
 
     def new_state(self, batch: int) -> MentalRotation3DObjaverseState:
         rot = np.zeros((batch, 3, 3), np.float64)
@@ -372,7 +389,7 @@ class MentalRotation3DObjaverse(Family):
         yaw, pitch, roll = euler_szyx_from_matrix(rot)
         m = np.eye(4)
         m[:3, :3] = rot
-        return {"object_path": self._names[int(state.obj[i])], "secret_yaw": float(yaw),
+        return {"object_path": self._name(state.obj[i]), "secret_yaw": float(yaw),
                 "secret_pitch": float(pitch), "secret_roll": float(roll),
                 "current_rot": m.tolist()}
 
@@ -415,7 +432,7 @@ class MentalRotation3DObjaverse(Family):
         start = {}
         v_off = t_off = 0
         for o in uniq.tolist():
-            mesh = self._meshes[o]
+            mesh = self._mesh(o)
             verts.append(mesh.vertices)
             tris.append(mesh.triangles + v_off)
             cols.append(mesh.face_colors)
@@ -437,7 +454,7 @@ class MentalRotation3DObjaverse(Family):
         lo = np.empty((n, 3))
         hi = np.empty((n, 3))
         for k, o in enumerate(objs.tolist()):
-            v = self._meshes[o].vertices.astype(np.float64) @ model[k, :3, :3].T
+            v = self._mesh(o).vertices.astype(np.float64) @ model[k, :3, :3].T
             lo[k] = v.min(axis=0)
             hi[k] = v.max(axis=0)
         m = (lo + hi) / 2.0

@@ -346,6 +346,10 @@ class MeshSource:
             raise ValueError(f"no such object {name[:120]!r} in {self.root}")
         return key
 
+    def index(self, name: str) -> int:
+        """The position of file ``name`` in ``files`` (KeyError if absent)."""
+        return self._index[name]
+
     def load(self, name: str) -> Mesh:
         pid = procedural_id(name)
         if self.procedural:
