@@ -293,8 +293,12 @@ class MentalRotation3DObjaverse(Family):
         super().__init__(params)
         self.S = int(params.render_size)
         self.world = params.action_frame == "world"
-        self.source = meshes.mesh_source(params.sample_dir, params.use_textures,
-                                         params.face_budget)
+        try:
+            self.source = meshes.mesh_source(params.sample_dir, params.use_textures,
+                                             params.face_budget)
+        except meshes.MeshSourceError as exc:
+            where = "sample_dir" if params.sample_dir else f"${meshes.ENV_VAR} or the bundle"
+            raise meshes.MeshSourceError(f"{where}: {exc}") from None
         self._meshes: dict[int, meshes.Mesh] = {}   # code -> mesh, bounded (MESH_TABLE)
         s = self.S
         self.proj = camera.pinhole(s / (2 * TAN_X), s / (2 * TAN_Y), s / 2, s / 2, s, s, NEAR, FAR)

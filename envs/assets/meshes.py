@@ -363,11 +363,23 @@ class MeshSource:
         return _cached(key, lambda: load_glb(path, self.use_textures, self.face_budget, name))
 
 
+def _show(path) -> str:
+    """A path for a one-line message (long ones shortened, control characters escaped)."""
+    text = str(path)
+    if len(text) > 200:
+        text = text[:100] + "..." + text[-60:]
+    return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+
+
 def _scan(root: Path) -> tuple[str, ...]:
-    if not root.exists():
-        raise MeshSourceError(f"{root}: the mesh folder does not exist")
-    if not root.is_dir():
-        raise MeshSourceError(f"{root}: not a folder (expected the Objaverse 'glbs' folder)")
+    try:
+        exists, is_dir = root.exists(), root.is_dir()
+    except (OSError, ValueError) as exc:
+        raise MeshSourceError(f"{_show(root)}: not a usable folder path ({exc})") from None
+    if not exists:
+        raise MeshSourceError(f"{_show(root)}: the mesh folder does not exist")
+    if not is_dir:
+        raise MeshSourceError(f"{_show(root)}: not a folder (expected the Objaverse 'glbs' folder)")
     found = []
     try:
         for dirpath, dirnames, filenames in os.walk(root):
@@ -376,10 +388,10 @@ def _scan(root: Path) -> tuple[str, ...]:
                 if not f.startswith(".") and f.lower().endswith(EXTENSIONS):
                     found.append(Path(dirpath, f).relative_to(root).as_posix())
     except OSError as exc:
-        raise MeshSourceError(f"{root}: cannot read the mesh folder ({exc})") from None
+        raise MeshSourceError(f"{_show(root)}: cannot read the mesh folder ({exc})") from None
     if not found:
-        raise MeshSourceError(f"{root}: no .glb or .gltf files in the mesh folder (expected the "
-                              f"Objaverse layout glbs/000-xxx/<uid>.glb)")
+        raise MeshSourceError(f"{_show(root)}: no .glb or .gltf files in the mesh folder (expected "
+                              f"the Objaverse layout glbs/000-xxx/<uid>.glb)")
     return tuple(sorted(found))
 
 
@@ -387,7 +399,10 @@ def _named(path: Path) -> Path:
     """A named folder, or the ``partial_datasets/objaverse`` folder of a bundle root it holds
     (``visgym eval --dataset-root``)."""
     sub = path / BUNDLE
-    return sub if sub.is_dir() else path
+    try:
+        return sub if sub.is_dir() else path
+    except (OSError, ValueError):   # unusable path: _scan names it
+        return path
 
 
 def resolve_root(sample_dir: str | None) -> Path | None:
