@@ -11,7 +11,9 @@ Rz(-c) (kernels/rotations ``OBJAVERSE_CODEC``; interface, kept), composed in the
 (current . R_inc) or the world frame (R_inc . current), reward 1 on a stop within ``tolerance``
 degrees (geodesic angle to the identity, inclusive), the prompt word for word, the init-state
 fields (``object_path``, ``secret_yaw/pitch/roll`` = the z-y-x Euler angles of the *current*
-orientation, ``current_rot`` 4x4) and the reference's solver strategies.
+orientation, ``current_rot`` 4x4) and the reference's solver strategies. Kept quirk: an
+all-bool payload (``[True, False, False]``) is applied as the reference applies it, the angles
+and the Euler matrix in float16 (``float16_increment``: 0.0174560546875 rad, cos rounding to 1).
 
 Presets (DESIGN.md "Presets"): ``easy`` / ``hard`` are the evaluation harness's configuration,
 ``render_size=128, action_frame="world", use_textures=True`` with tolerances 15 / 5 degrees. The
