@@ -315,3 +315,17 @@ def test_a_bundle_root_names_its_objaverse_folder(tmp_path):
     _write_glbs(root / "partial_datasets" / "objaverse")
     env = _env(sample_dir=str(root))
     assert env.family.source.files == ("glbs/000-000/aaa.glb", "glbs/000-000/bbb.glb")
+
+
+def test_procedural_objects_are_deterministic_and_asymmetric():
+    """Each cube has its own colour, so only the identity maps the coloured object onto
+    itself; the chain spans all three axes and has 6-10 cubes."""
+    for object_id in range(40):
+        a = meshes.procedural_mesh(object_id)
+        b = meshes.procedural_mesh(object_id)
+        assert np.array_equal(a.vertices, b.vertices)
+        n = a.triangles.shape[0] // 12
+        assert 6 <= n <= 10
+        cube_colors = a.face_colors[::12]
+        assert len({tuple(c) for c in cube_colors}) == n
+        assert (np.ptp(a.vertices, axis=0) > 0.2).all()
