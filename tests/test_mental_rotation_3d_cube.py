@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import visgym
+from rotation_checks import make_env, rx, ry, rz
 from visgym.kernels.polycube import AXES
 from visgym.kernels.rotations import (CUBE_CODEC, OBJAVERSE_CODEC, axis_angle_from_matrix,
                                       euler_szyx_from_matrix, euler_szyx_matrix,
@@ -20,22 +21,10 @@ STRATEGIES = ("pad3_by-axis", "by-axis", "axis-angle", "pad1_axis-angle", "pad3_
 
 
 def _env(env_id=EASY, n=1, **kwargs):
-    return visgym.make(env_id, num_envs=n, max_steps=None, autoreset="disabled", **kwargs)
+    return make_env(env_id, n, **kwargs)
 
 
-def _rx(t):
-    c, s = math.cos(t), math.sin(t)
-    return np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
-
-
-def _ry(t):
-    c, s = math.cos(t), math.sin(t)
-    return np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]])
-
-
-def _rz(t):
-    c, s = math.cos(t), math.sin(t)
-    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+_rx, _ry, _rz = rx, ry, rz
 
 
 def _with_rot(env, rot, i=0):

@@ -21,9 +21,9 @@ import math
 import numpy as np
 import pytest
 
-import visgym
 from parity_data import (check_feedback, episode_id, load_parity, reference_episode,
-                         reference_frame, replay_kwargs, require_recordings)
+                         reference_frame, require_recordings)
+from rotation_checks import close, replay_keywords, replay_reset, solver_strategy
 from visgym.core.grammar import STOP_ACTION
 
 FAMILY = "mental_rotation_3d_cube"
@@ -32,28 +32,12 @@ TOL = math.radians(10.0)
 
 
 def _strategy(call):
-    """The reference's solver_call as our strategy name (uniform=False: "axis-angle-random")."""
-    strategy = call.get("strategy") or "pad3_by-axis"
-    if call.get("uniform") is False:
-        strategy = strategy.replace("axis-angle", "axis-angle-random")
-    return strategy
+    return solver_strategy(call, "pad3_by-axis")
 
 
-def _kwargs(episode):
-    kwargs = replay_kwargs(episode)
-    kwargs.setdefault("action_frame", "object")   # the reference's registered frame
-    return kwargs
-
-
-def _make(episode):
-    env = visgym.make(episode["env_id"], num_envs=1, max_steps=None, autoreset="disabled",
-                      **_kwargs(episode))
-    frames, _ = env.reset(init_states=[episode["init_state"]])
-    return env, frames
-
-
-def _close(got, want, what):
-    assert abs(got - want) <= max(1e-5 * abs(want), 2e-6), f"{what}: {got} vs {want}"
+_kwargs = replay_keywords
+_make = replay_reset
+_close = close
 
 
 def test_recordings_are_present():

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-import visgym
+from rotation_checks import make_env, rx, ry, rz
 from visgym.envs.assets import meshes
 from visgym.kernels.rotations import euler_szyx_matrix
 
@@ -18,22 +18,10 @@ STRATEGIES = ("axis-angle", "by-axis", "pad1_axis-angle", "pad3_axis-angle", "pa
 
 
 def _env(env_id=EASY, n=1, **kwargs):
-    return visgym.make(env_id, num_envs=n, max_steps=None, autoreset="disabled", **kwargs)
+    return make_env(env_id, n, **kwargs)
 
 
-def _rx(t):
-    c, s = math.cos(t), math.sin(t)
-    return np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
-
-
-def _ry(t):
-    c, s = math.cos(t), math.sin(t)
-    return np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]])
-
-
-def _rz(t):
-    c, s = math.cos(t), math.sin(t)
-    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+_rx, _ry, _rz = rx, ry, rz
 
 
 def _load(env, rot, i=0):

@@ -26,36 +26,21 @@ import math
 import numpy as np
 import pytest
 
-import visgym
 from parity_data import (check_feedback, episode_id, load_parity, reference_episode,
-                         reference_frame, replay_kwargs, require_recordings)
+                         reference_frame, require_recordings)
+from rotation_checks import close, replay_keywords, replay_reset, solver_strategy
 
 FAMILY = "mental_rotation_3d_objaverse"
 EPISODES = load_parity(FAMILY)
 
 
 def _strategy(call):
-    strategy = call.get("strategy") or "axis-angle"
-    if call.get("uniform") is False:
-        strategy = strategy.replace("axis-angle", "axis-angle-random")
-    return strategy
+    return solver_strategy(call, "axis-angle")
 
 
-def _kwargs(episode):
-    kwargs = replay_kwargs(episode)
-    kwargs.setdefault("action_frame", "object")   # the reference's registered frame
-    return kwargs
-
-
-def _make(episode):
-    env = visgym.make(episode["env_id"], num_envs=1, max_steps=None, autoreset="disabled",
-                      **_kwargs(episode))
-    frames, _ = env.reset(init_states=[episode["init_state"]])
-    return env, frames
-
-
-def _close(got, want, what):
-    assert abs(got - want) <= max(1e-5 * abs(want), 2e-6), f"{what}: {got} vs {want}"
+_kwargs = replay_keywords
+_make = replay_reset
+_close = close
 
 
 def test_recordings_are_present():
