@@ -436,10 +436,9 @@ class ActionBatch:
     and message[b] the feedback text for an error ('' when error is OK). ``move`` and ``stop``
     are the step template's masks: rows with a valid non-stop action, rows with a valid stop
     (whoever sets ``error`` afterwards, as BatchEnv does for rows it does not step, clears them).
-    ``payload`` is None unless the grammar has an action with keep_payload; then payload[b] is
-    the parsed Python value of row b's payload when it is a valid action with keep_payload, else
-    None (batches built from arrays, as solvers build them, carry none: a family falls back to
-    ints). The values are shared with the parser's cache: read them, never mutate them.
+    A family whose feedback echoes a payload as the model spelled it (sliding_block's
+    ``the block True ...``, patch_reassembly's ``the patch False ...``) records the spelling in
+    its own payload kind's ints; the batch holds no Python objects.
     """
 
     kind: np.ndarray
