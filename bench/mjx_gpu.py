@@ -59,6 +59,26 @@ AGREE_ACTIONS = {
 AGREE_SEED0 = 3
 
 
+def _cpu_model() -> str | None:
+    """The CPU's model name from /proc/cpuinfo (None where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name")), None)
+    except OSError:
+        return None
+
+
+def _version(package: str) -> str | None:
+    """An installed distribution's version (None when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
 def _machine() -> dict:
     import jax
 
@@ -66,25 +86,9 @@ def _machine() -> dict:
            "jax": jax.__version__, "jax_backend": jax.default_backend(),
            "devices": [str(d) for d in jax.devices()],
            "device_kind": jax.devices()[0].device_kind}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    out["cpu"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    for name in ("mujoco", "numpy", "numba"):
-        try:
-            out[name] = __import__(name).__version__
-        except Exception:   # noqa: BLE001  (a version string only)
-            pass
-    try:
-        from importlib.metadata import version
-
-        out["mujoco_mjx"] = version("mujoco-mjx")
-    except Exception:   # noqa: BLE001
-        pass
+    out["cpu"] = _cpu_model()
+    for name in ("mujoco", "mujoco-mjx", "numpy", "numba"):
+        out[name.replace("-", "_")] = _version(name)
     return out
 
 

@@ -401,8 +401,7 @@ class ZoomInPuzzle(Family):
             for job in jobs:
                 resample_tile(*job)
             return
-        for _ in _RESAMPLE_POOL.map(lambda job: resample_tile(*job), jobs):
-            pass
+        list(_RESAMPLE_POOL.map(lambda job: resample_tile(*job), jobs))   # waits, re-raises
 
     def pick_image(self, seed: int, rng: np.random.RandomState | None = None) -> int:
         """The image of an episode seeded ``seed``: the first of the source's list permuted by

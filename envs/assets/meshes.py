@@ -186,6 +186,7 @@ def _face_colors(mesh, use_textures: bool) -> np.ndarray:
     t = len(mesh.faces)
     if not use_textures:
         return np.full((t, 3), DEFAULT_COLOR, np.uint8)
+    fc = None
     try:
         visual = mesh.visual
         if getattr(visual, "kind", None) == "texture" or type(visual).__name__ == "TextureVisuals":
@@ -195,10 +196,10 @@ def _face_colors(mesh, use_textures: bool) -> np.ndarray:
             fc = np.asarray(vc, np.float64)[np.asarray(mesh.faces)][:, :, :3].mean(axis=1)
         else:
             fc = np.asarray(visual.face_colors, np.float64)[:, :3]
-        if fc.shape == (t, 3) and np.isfinite(fc).all():
-            return np.clip(np.rint(fc), 0, 255).astype(np.uint8)
     except Exception:  # unusable materials degrade to the default colour, as the reference's
-        pass
+        fc = None
+    if fc is not None and fc.shape == (t, 3) and np.isfinite(fc).all():
+        return np.clip(np.rint(fc), 0, 255).astype(np.uint8)
     return np.full((t, 3), DEFAULT_COLOR, np.uint8)
 
 
