@@ -67,6 +67,8 @@ cdef struct Shade:   # per-triangle shading inputs
     int pow2               # tw and th are powers of two (wrap with a mask)
     double ushift, vshift  # whole numbers subtracted from u, v so the triangle's range is >= 0
     double ulo, uhi, vlo, vhi   # the triangle's UV range in shifted texel units
+    int solid              # neither textured nor Gouraud: one colour, only depth interpolated
+    u8 c0, c1, c2          # that colour with its flat light applied (as _put computes it)
 
 
 cdef inline i64 _floordiv(i64 a, i64 b) noexcept nogil:
@@ -188,7 +190,7 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
     cdef i64 Bc[3]
     cdef i64 C[3]
     cdef i64 area2, minx, maxx, miny, maxy, xmin, xmax, ymin, ymax, x, y, xa, xb, K, py, t
-    cdef int i, ia, ib
+    cdef int i, ia, ib, nplanes
     cdef SV* v[3]
     cdef SV* tmp
     cdef double d, x0d, y0d, e1x, e1y, e2x, e2y, px, pyd, dz, dzx, dzy
@@ -256,7 +258,9 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
         av[2][i] = v[i].uw
         av[3][i] = v[i].vw
         av[4][i] = v[i].lw
-    for i in range(5):
+    # A solid triangle needs the depth plane only.
+    nplanes = 1 if s.solid else 5
+    for i in range(nplanes):
         g[i][0] = av[i][0]
         g[i][1] = ((av[i][1] - av[i][0]) * e2y - (av[i][2] - av[i][0]) * e1y) / d
         g[i][2] = ((av[i][2] - av[i][0]) * e1x - (av[i][1] - av[i][0]) * e2x) / d
@@ -298,12 +302,15 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
         px = xa + 0.5 - x0d
         pyd = y + 0.5 - y0d
         z = g[0][0] + g[0][1] * px + g[0][2] * pyd
+        drow = depth + y * W
+        prow = frame + y * W * 3
+        if s.solid:
+            _span_solid(drow, prow, xa, xb, z, g[0][1], s.c0, s.c1, s.c2)
+            continue
         iw = g[1][0] + g[1][1] * px + g[1][2] * pyd
         uw = g[2][0] + g[2][1] * px + g[2][2] * pyd
         vw = g[3][0] + g[3][1] * px + g[3][2] * pyd
         lw = g[4][0] + g[4][1] * px + g[4][2] * pyd
-        drow = depth + y * W
-        prow = frame + y * W * 3
         if s.textured and not s.bilinear:
             _span_nearest(drow, prow, xa, xb, z, iw, uw, vw, lw, g, s)
         else:
@@ -319,6 +326,22 @@ cdef inline void _put(u8* px, double r, double g, double b, double light) noexce
         px[0] = _to_u8(r * light)
         px[1] = _to_u8(g * light)
         px[2] = _to_u8(b * light)
+
+
+cdef void _span_solid(float* drow, u8* prow, i64 xa, i64 xb, double z, double dz, u8 c0, u8 c1,
+                      u8 c2) noexcept nogil:
+    """One row of a flat-coloured, flat-lit triangle: a depth test and three stores a pixel
+    (depth stepped exactly as the general span steps it, so the picture is the same)."""
+    cdef i64 x
+    cdef u8* q
+    for x in range(xa, xb + 1):
+        if z < drow[x]:
+            drow[x] = <float>z
+            q = prow + 3 * x
+            q[0] = c0
+            q[1] = c1
+            q[2] = c2
+        z += dz
 
 
 cdef void _span_nearest(float* drow, u8* prow, i64 xa, i64 xb, double z, double iw, double uw,
@@ -426,6 +449,64 @@ cdef void _clear_frame(u8* p, float* d, Py_ssize_t H, Py_ssize_t W, u8 r, u8 g,
         d[i] = INFINITY
 
 
+cdef enum:
+    VCACHE = 11          # cached doubles per vertex: world xyz, clip xyzw, screen x, y, z, 1/w
+    REJECT_BITS = 31     # outcode bits 0-4: x > w, x < -w, y > w, y < -w, z < -w
+    CLIP_SHIFT = 5       # outcode bits 5-10: outside clip plane 0-5 (_plane_dist < 0)
+    CLIP_BITS = 63 << 5
+
+
+cdef inline void _transform_vertex(const float* p, double M[4][4], double P[4][4], double vx,
+                                   double vy, double vw_, double vh_, double* out,
+                                   int* code) noexcept nogil:
+    """World and clip position of one vertex (as the per-triangle path computes them), its
+    outcodes, and its screen vertex when no clip plane cuts it."""
+    cdef double px = p[0], py = p[1], pz = p[2], x, y, z, w, tx
+    cdef int i, c = 0, plane
+    cdef CV cv
+    for i in range(3):
+        out[i] = M[i][0] * px + M[i][1] * py + M[i][2] * pz + M[i][3]
+    x = P[0][0] * out[0] + P[0][1] * out[1] + P[0][2] * out[2] + P[0][3]
+    y = P[1][0] * out[0] + P[1][1] * out[1] + P[1][2] * out[2] + P[1][3]
+    z = P[2][0] * out[0] + P[2][1] * out[1] + P[2][2] * out[2] + P[2][3]
+    w = P[3][0] * out[0] + P[3][1] * out[1] + P[3][2] * out[2] + P[3][3]
+    out[3] = x
+    out[4] = y
+    out[5] = z
+    out[6] = w
+    if x > w: c |= 1
+    if x < -w: c |= 2
+    if y > w: c |= 4
+    if y < -w: c |= 8
+    if z < -w: c |= 16
+    cv.x = x
+    cv.y = y
+    cv.z = z
+    cv.w = w
+    for plane in range(6):
+        if _plane_dist(&cv, plane) < 0:
+            c |= 1 << (CLIP_SHIFT + plane)
+    code[0] = c
+    if (c & CLIP_BITS) == 0:
+        tx = 1.0 / w
+        out[7] = vx + (x * tx + 1.0) * 0.5 * vw_
+        out[8] = vy + (1.0 - y * tx) * 0.5 * vh_
+        out[9] = z * tx
+        out[10] = tx
+
+
+cdef inline void _solid_colour(Shade* sh, u8 r, u8 g, u8 b) noexcept nogil:
+    """The colour _put writes for a flat face of colour (r, g, b) under sh.flat_light."""
+    if sh.flat_light == 1.0:
+        sh.c0 = _to_u8(r)
+        sh.c1 = _to_u8(g)
+        sh.c2 = _to_u8(b)
+    else:
+        sh.c0 = _to_u8(r * sh.flat_light)
+        sh.c1 = _to_u8(g * sh.flat_light)
+        sh.c2 = _to_u8(b * sh.flat_light)
+
+
 def clear(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
           const u8[:, ::1] colors):
     """Fill frame idx[n] with colors[n] and its depth buffer with +inf."""
@@ -482,10 +563,24 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
     cdef Shade sh
     cdef u8* frame
     cdef float* dep
-    if H == 0 or W == 0:
+    if H == 0 or W == 0 or N == 0 or NV == 0:
         return
     memset(&sh, 0, sizeof(Shade))
+    # Per-vertex cache, valid for the draw whose number is in vstamp: world position, clip
+    # position, outcodes and (when no clip plane cuts it) the projected screen vertex. A vertex
+    # is shared by about six triangles, so each is transformed once per draw instead of once
+    # per corner, with the same arithmetic (the picture does not change).
+    cdef double* vcache = <double*>malloc(NV * VCACHE * sizeof(double))
+    cdef i64* vstamp = <i64*>malloc(NV * sizeof(i64))
+    cdef int* vcode = <int*>malloc(NV * sizeof(int))
+    if vcache == NULL or vstamp == NULL or vcode == NULL:
+        free(vcache); free(vstamp); free(vcode)
+        raise MemoryError("raster3d.draw: no memory for the vertex cache")
+    cdef double* vc
+    cdef int code0, code1, code2, ccode
     with nogil:
+        for i in range(NV):
+            vstamp[i] = -1
         for n in range(N):
             b = idx[n]
             if b < 0 or b >= B:
@@ -535,17 +630,19 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
                 tex = face_tex[t]
                 if tex >= NR or NUV != NV:
                     tex = -1
-                # World (model) and clip positions.
+                # World (model) and clip positions, from the cache.
                 for k in range(3):
-                    px = verts[vi[k], 0]
-                    py = verts[vi[k], 1]
-                    pz = verts[vi[k], 2]
+                    if vstamp[vi[k]] != n:
+                        _transform_vertex(&verts[vi[k], 0], M, P, vx, vy, vw_, vh_,
+                                          vcache + vi[k] * VCACHE, vcode + vi[k])
+                        vstamp[vi[k]] = n
+                    vc = vcache + vi[k] * VCACHE
                     for i in range(3):
-                        wp[k][i] = M[i][0] * px + M[i][1] * py + M[i][2] * pz + M[i][3]
-                    poly[k].x = P[0][0] * wp[k][0] + P[0][1] * wp[k][1] + P[0][2] * wp[k][2] + P[0][3]
-                    poly[k].y = P[1][0] * wp[k][0] + P[1][1] * wp[k][1] + P[1][2] * wp[k][2] + P[1][3]
-                    poly[k].z = P[2][0] * wp[k][0] + P[2][1] * wp[k][1] + P[2][2] * wp[k][2] + P[2][3]
-                    poly[k].w = P[3][0] * wp[k][0] + P[3][1] * wp[k][1] + P[3][2] * wp[k][2] + P[3][3]
+                        wp[k][i] = vc[i]
+                    poly[k].x = vc[3]
+                    poly[k].y = vc[4]
+                    poly[k].z = vc[5]
+                    poly[k].w = vc[6]
                     if tex >= 0:
                         poly[k].u = uvs[vi[k], 0]
                         poly[k].v = uvs[vi[k], 1]
@@ -553,12 +650,11 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
                         poly[k].u = 0.0
                         poly[k].v = 0.0
                     poly[k].l = 1.0
+                code0 = vcode[vi[0]]
+                code1 = vcode[vi[1]]
+                code2 = vcode[vi[2]]
                 # Trivial reject: all three vertices outside one frustum side or the near plane.
-                if ((poly[0].x > poly[0].w and poly[1].x > poly[1].w and poly[2].x > poly[2].w)
-                        or (poly[0].x < -poly[0].w and poly[1].x < -poly[1].w and poly[2].x < -poly[2].w)
-                        or (poly[0].y > poly[0].w and poly[1].y > poly[1].w and poly[2].y > poly[2].w)
-                        or (poly[0].y < -poly[0].w and poly[1].y < -poly[1].w and poly[2].y < -poly[2].w)
-                        or (poly[0].z < -poly[0].w and poly[1].z < -poly[1].w and poly[2].z < -poly[2].w)):
+                if code0 & code1 & code2 & REJECT_BITS:
                     continue
                 # Facing from homogeneous coordinates: det > 0 <=> counter-clockwise in NDC
                 # (y up), valid even when the triangle crosses the eye plane.
@@ -599,16 +695,31 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
                             nlen = sgn / nlen
                         sh.flat_light = _lambert(nx * nlen, ny * nlen, nz * nlen,
                                                  lx, ly, lz, amb, dif)
+                sh.solid = tex < 0 and not sh.gouraud
+                ccode = (code0 | code1 | code2) & CLIP_BITS
+                if sh.solid and ccode == 0:
+                    # The common case: one colour, no plane to clip against; the screen
+                    # vertices come straight from the cache.
+                    _solid_colour(&sh, face_rgb[t, 0], face_rgb[t, 1], face_rgb[t, 2])
+                    for k in range(3):
+                        vc = vcache + vi[k] * VCACHE
+                        sv[k].sx = vc[7]
+                        sv[k].sy = vc[8]
+                        sv[k].z = vc[9]
+                        sv[k].iw = vc[10]
+                        sv[k].uw = 0.0
+                        sv[k].vw = 0.0
+                        sv[k].lw = vc[10]
+                    _raster_tri(frame, dep, W, &sv[0], &sv[1], &sv[2], cx0, cy0, cx1, cy1, &sh)
+                    continue
                 # Clip (only against the planes some vertex is outside of).
                 npoly = 3
                 cur = poly
                 nxt = buf
                 for plane in range(6):
-                    need = 0
-                    for k in range(npoly):
-                        if _plane_dist(&cur[k], plane) < 0:
-                            need = 1
-                            break
+                    # The original corners' outcodes say whether this plane cuts the polygon
+                    # (a polygon clipped so far stays inside the planes its corners are in).
+                    need = (ccode >> (CLIP_SHIFT + plane)) & 1
                     if need:
                         npoly = _clip(cur, npoly, nxt, plane)
                         swp = cur; cur = nxt; nxt = swp
@@ -617,6 +728,8 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
                 if npoly < 3:
                     continue
                 # Shading constants.
+                if sh.solid:
+                    _solid_colour(&sh, face_rgb[t, 0], face_rgb[t, 1], face_rgb[t, 2])
                 sh.textured = tex >= 0
                 sh.bilinear = bilinear
                 sh.r = face_rgb[t, 0]
@@ -663,6 +776,9 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
                 for k in range(1, npoly - 1):
                     _raster_tri(frame, dep, W, &sv[0], &sv[k], &sv[k + 1],
                                 cx0, cy0, cx1, cy1, &sh)
+    free(vcache)
+    free(vstamp)
+    free(vcode)
 
 
 # ---------------------------------------------------------------------------------------------
