@@ -1,4 +1,4 @@
-"""Build script for the compiled parts of visgym (Cython rasterizers).
+"""Build script for the compiled parts of visgym (Cython rasterizers, a MuJoCo loop).
 
 Everything else about the package lives in pyproject.toml; this file only exists because the
 extension modules need NumPy's include directory and Cython's compiler directives.
@@ -11,15 +11,18 @@ COMPILE_ARGS = ["-O3", "-ffast-math", "-fno-finite-math-only"]
 
 MODULES = ("_raster", "_tiles", "_raster3d", "_jpeg", "_resize", "_compose")  # render/<name>.pyx -> visgym.render.<name>
 
+KERNEL_MODULES = ("_mjloop",)  # kernels/<name>.pyx -> visgym.kernels.<name>
+
 extensions = [
     Extension(
-        f"visgym.render.{name}",
-        [f"render/{name}.pyx"],
+        f"visgym.{package}.{name}",
+        [f"{package}/{name}.pyx"],
         include_dirs=[numpy.get_include()],
         extra_compile_args=COMPILE_ARGS,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
-    for name in MODULES
+    for package, names in (("render", MODULES), ("kernels", KERNEL_MODULES))
+    for name in names
 ]
 
 setup(

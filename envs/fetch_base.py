@@ -63,7 +63,12 @@ from ..render import raster3d, shapes3d
 UNSTABLE_CODE = FAMILY_BASE  # see feedback_texts
 BACKGROUND_RGB = (114, 219, 145)   # the reference's skybox as rendered
 FOVY_DEG = 45.0
-CLUSTER_M = 0.004   # vertex-clustering cell for the robot meshes (34.5 k -> a few k triangles)
+# Levels of detail of the robot meshes: vertex-clustering cells (34.5 k triangles -> 13.5 k, 6.9 k,
+# 3 k). A draw uses the coarsest level whose cell is at most LOD_PIXELS pixels where the geom
+# stands, so a full-size view keeps the 4 mm level and a small or distant view draws fewer,
+# sub-pixel triangles that would not change its picture.
+CLUSTER_LEVELS = (0.004, 0.008, 0.016)
+LOD_PIXELS = 1.0
 POSITION_BOUND = 10.0   # metres: loaded goals, objects and camera targets (the scene is ~2 m)
 MIN_CAMERA_DISTANCE, MAX_CAMERA_DISTANCE = 0.01, 100.0   # metres from the camera target
 MAX_ANGLE_DEG = 720.0   # camera azimuths (degrees; any angle is one of these modulo 360)
@@ -189,14 +194,28 @@ class FetchWorkspace:
 
 class FetchMeshes:
     """Triangle table of every visible geom of a Fetch scene in its own frame, plus the red
-    target sphere (last)."""
+    target sphere (last), checked once as a ``raster3d.MeshTable``. Each robot mesh is stored at
+    every level of detail of CLUSTER_LEVELS (vertex clustering); boxes, planes and the sphere
+    have one level. ``starts[l, j]`` / ``stops[l, j]``: triangle range of drawable j (geom j,
+    the sphere at j = len(geoms)) at level l; ``radius[j]``: its bounding-sphere radius."""
 
     def __init__(self, scene):
         m = scene.model
         verts, tris, colors = [], [], []
-        self.geoms, self.starts, self.stops, self.radius = [], [], [], []
+        self.geoms, starts, stops, self.radius = [], [], [], []
         nv = 0
         nt = 0
+
+        def add(v, t, rgb):
+            nonlocal nv, nt
+            verts.append(np.asarray(v, np.float32))
+            tris.append(np.asarray(t, np.int32) + nv)
+            colors.append(np.repeat(rgb[None], len(t), 0))
+            span = (nt, nt + len(t))
+            nv += len(v)
+            nt += len(t)
+            return span
+
         for g in range(m.ngeom):
             if m.geom_bodyid[g] == scene.mocap_body or m.geom_group[g] > 2:
                 continue
@@ -205,41 +224,41 @@ class FetchMeshes:
                 rgba = m.mat_rgba[m.geom_matid[g]]
             if rgba[3] <= 0:
                 continue
+            rgb = (np.clip(rgba[:3], 0, 1) * 255 + 0.5).astype(np.uint8)
             gtype = m.geom_type[g]
             if gtype == 7:  # mesh
                 mid = m.geom_dataid[g]
                 va, vn = m.mesh_vertadr[mid], m.mesh_vertnum[mid]
                 fa, fn = m.mesh_faceadr[mid], m.mesh_facenum[mid]
-                v, t = shapes3d.cluster(m.mesh_vert[va:va + vn], m.mesh_face[fa:fa + fn],
-                                        CLUSTER_M)
+                levels = [shapes3d.cluster(m.mesh_vert[va:va + vn], m.mesh_face[fa:fa + fn], cell)
+                          for cell in CLUSTER_LEVELS]
             elif gtype == 6:  # box
-                v, t = shapes3d.box(m.geom_size[g])
+                levels = [shapes3d.box(m.geom_size[g])]
             elif gtype == 0:  # plane: a quad of the given half-sizes facing +z
-                v, t = shapes3d.quad(*m.geom_size[g][:2])
+                levels = [shapes3d.quad(*m.geom_size[g][:2])]
             else:
                 continue
+            spans = [add(v, t, rgb) for v, t in levels]
+            spans += [spans[-1]] * (len(CLUSTER_LEVELS) - len(spans))
             self.geoms.append(g)
-            self.starts.append(nt)
-            self.stops.append(nt + len(t))
-            self.radius.append(float(np.linalg.norm(v, axis=1).max()))
-            verts.append(v)
-            tris.append(t + nv)
-            colors.append(np.repeat((np.clip(rgba[:3], 0, 1) * 255 + 0.5).astype(np.uint8)[None],
-                                    len(t), 0))
-            nv += len(v)
-            nt += len(t)
+            starts.append([a for a, _ in spans])
+            stops.append([b for _, b in spans])
+            self.radius.append(float(np.linalg.norm(levels[0][0], axis=1).max()))
         sv, st, _ = raster3d.uv_sphere(0.02, 8, 12)
-        self.target_start, self.target_stop = nt, nt + len(st)
-        verts.append(sv.astype(np.float32))
-        tris.append(st.astype(np.int32) + nv)
-        colors.append(np.repeat(np.array([[255, 0, 0]], np.uint8), len(st), 0))
-        self.vertices = np.ascontiguousarray(np.concatenate(verts), np.float32)
-        self.triangles = np.ascontiguousarray(np.concatenate(tris), np.int32)
-        self.colors = np.ascontiguousarray(np.concatenate(colors), np.uint8)
+        sphere = add(sv, st, np.array([255, 0, 0], np.uint8))
+        starts.append([sphere[0]] * len(CLUSTER_LEVELS))
+        stops.append([sphere[1]] * len(CLUSTER_LEVELS))
+        self.radius.append(0.02)
+        self.table = raster3d.MeshTable(
+            np.ascontiguousarray(np.concatenate(verts), np.float32),
+            np.ascontiguousarray(np.concatenate(tris), np.int32),
+            face_colors=np.ascontiguousarray(np.concatenate(colors), np.uint8),
+            face_flags=raster3d.FLAG_LIT)
         self.geoms = np.array(self.geoms, np.int64)
-        self.starts = np.array(self.starts, np.int64)
-        self.stops = np.array(self.stops, np.int64)
+        self.starts = np.ascontiguousarray(np.array(starts, np.int64).T)
+        self.stops = np.ascontiguousarray(np.array(stops, np.int64).T)
         self.radius = np.array(self.radius)
+        self.cells = np.array(CLUSTER_LEVELS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -567,35 +586,44 @@ class FetchBase(Family):
         if self.params.renderer == "mujoco":
             self._render_gl(state, frames, rows)
             return
+        draws, draw_row = self._draw_list(state, rows)
         # Consecutive runs of rows, at most GROUP frames each, share one depth buffer; the runs
         # go to a pool of threads (the rasterizer releases the GIL).
         groups = []
         start = 0
         for k in range(1, rows.size + 1):
             if k == rows.size or rows[k] != rows[k - 1] + 1 or k - start >= GROUP:
-                groups.append(rows[start:k])
+                lo, hi = np.searchsorted(draw_row, (start, k))
+                groups.append((rows[start], rows[k - 1] + 1, draws[lo:hi]))
                 start = k
+
+        def draw(group):
+            r0, r1, part = group
+            raster3d.draw_list(frames[r0:r1], work.depth(r1 - r0), part, first_frame=r0,
+                               clear=BACKGROUND_RGB)
+
         threads = os.cpu_count() or 1
         if threads > 1 and len(groups) > 1:
-            list(self._render_pool.map(lambda g: self._draw_group(state, frames, g, work),
-                                       groups))
+            list(self._render_pool.map(draw, groups))
         else:
-            for g in groups:
-                self._draw_group(state, frames, g, work)
+            for group in groups:
+                draw(group)
 
     def render_after_step(self, state, frames, work):
         rows = np.flatnonzero(state.moved)
         if rows.size:
             self.render_rows(state, frames, rows, work)
 
-    def _draw_group(self, state, frames, rows, work):
+    def _draw_list(self, state, rows):
+        """The draws of every view of ``rows`` (one per visible geom, ordered by row, then view,
+        then geom) as a ``raster3d.DrawList`` with frame = batch row, and each draw's position
+        in ``rows``."""
         p = self.params
         me = self.meshes
-        sub = frames[rows[0]:rows[-1] + 1]
-        depth = work.depth(len(rows))
         n = len(rows)
         ng = len(me.geoms)
         views = self._views(state, rows)
+        nviews = len(views)
         proj = cam.perspective_fov_y(FOVY_DEG, p.width / p.height, 0.01, 20.0)
         # Geom model matrices, then the target sphere's.
         models = np.zeros((n, ng + 1, 4, 4))
@@ -605,43 +633,33 @@ class FetchBase(Family):
         models[:, ng, :3, 3] = state.goal[rows]
         models[:, :, 3, 3] = 1.0
         centers = models[:, :, :3, 3]
-        radius = np.append(me.radius, 0.02)
-        starts = np.append(me.starts, me.target_start)
-        stops = np.append(me.stops, me.target_stop)
+        eye = np.stack([e for e, _ in views], 1)                  # (n, views, 3)
+        fwd = np.stack([f for _, f in views], 1)
+        view_proj = proj @ cam.look_at(eye, eye + fwd, (0.0, 0.0, 1.0))   # (n, views, 4, 4)
+        # Cull geoms whose bounding sphere is outside the view cone.
         tan_half = math.tan(math.radians(FOVY_DEG / 2))
-        draws_idx, draws_start, draws_stop, draws_vp, draws_model, draws_view = [], [], [], [], [], []
-        draws_light, draws_diffuse = [], []
-        for v, (eye, fwd) in enumerate(views):
-            view = cam.look_at(eye, eye + fwd, (0.0, 0.0, 1.0))
-            vp = proj @ view                                     # (n, 4, 4)
-            # Cull geoms whose bounding sphere is outside the view cone.
-            rel = centers - eye[:, None]
-            depth_along = (rel * fwd[:, None]).sum(-1)
-            lateral = np.sqrt(np.maximum((rel * rel).sum(-1) - depth_along ** 2, 0))
-            visible = (depth_along > -radius) & (
-                lateral - radius * 1.5 < (depth_along + radius) * tan_half * 1.5)
-            # One light standing for MuJoCo's two: the downward directional light (diffuse 0.8)
-            # and the headlight (diffuse 0.4, from the camera).
-            light = 0.8 * np.array([0.0, 0.0, 1.0]) - 0.4 * fwd
-            strength = np.linalg.norm(light, axis=1)
-            for k in range(n):
-                gs = np.flatnonzero(visible[k])
-                draws_idx.append(np.full(gs.size, rows[k] - rows[0]))
-                draws_start.append(starts[gs])
-                draws_stop.append(stops[gs])
-                draws_model.append(models[k, gs])
-                draws_view.append(np.broadcast_to(vp[k], (gs.size, 4, 4)))
-                draws_vp.append(np.broadcast_to(np.array([v * p.width, 0, p.width, p.height]),
-                                                (gs.size, 4)))
-                draws_light.append(np.broadcast_to(light[k] / strength[k], (gs.size, 3)))
-                draws_diffuse.append(np.full(gs.size, strength[k]))
-        raster3d.draw_meshes(
-            sub, depth, np.concatenate(draws_idx), me.vertices, me.triangles,
-            np.concatenate(draws_start), np.concatenate(draws_stop), np.concatenate(draws_view),
-            model=np.concatenate(draws_model), face_colors=me.colors,
-            face_flags=raster3d.FLAG_LIT, light_dir=np.concatenate(draws_light),
-            ambient=0.3, diffuse=np.concatenate(draws_diffuse),
-            viewport=np.concatenate(draws_vp).astype(np.int64), clear=BACKGROUND_RGB)
+        rel = centers[:, None] - eye[:, :, None]                  # (n, views, ng + 1, 3)
+        along = np.einsum("nvgk,nvk->nvg", rel, fwd)
+        lateral = np.sqrt(np.maximum(np.einsum("nvgk,nvgk->nvg", rel, rel) - along ** 2, 0))
+        visible = (along > -me.radius) & (
+            lateral - me.radius * 1.5 < (along + me.radius) * tan_half * 1.5)
+        r, v, g = np.nonzero(visible)
+        # Level of detail: metres per pixel at the geom's depth.
+        footprint = 2.0 * tan_half * np.maximum(along[r, v, g], 1e-6) / p.height
+        level = np.searchsorted(me.cells, LOD_PIXELS * footprint, side="right") - 1
+        level = np.maximum(level, 0)
+        # One light standing for MuJoCo's two: the downward directional light (diffuse 0.8)
+        # and the headlight (diffuse 0.4, from the camera).
+        light = 0.8 * np.array([0.0, 0.0, 1.0]) - 0.4 * fwd        # (n, views, 3)
+        strength = np.linalg.norm(light, axis=-1)
+        viewport = np.array([[k * p.width, 0, p.width, p.height] for k in range(nviews)],
+                            np.int64)
+        draws = raster3d.DrawList(
+            me.table, rows[r], me.starts[level, g], me.stops[level, g], view_proj[r, v],
+            num_frames=int(rows.max()) + 1, frame_hw=(p.height, nviews * p.width),
+            model=models[r, g], light_dir=light[r, v] / strength[r, v, None], ambient=0.3,
+            diffuse=strength[r, v], viewport=viewport[v])
+        return draws, r
 
     def gl_renderer(self):
         """The OpenGL renderer (created on first use; RuntimeError without an OpenGL context)."""

@@ -22,11 +22,13 @@ import glob
 import os
 import threading
 from functools import lru_cache
+from types import SimpleNamespace
 
 import numpy as np
 from numba import njit
 
 from ..core.threads import ProcessThreadPool
+from . import _mjloop
 from .rng import seed_state, uniform01
 
 # MuJoCo picks its OpenGL backend once, when it is first imported. Without a display its default
@@ -168,15 +170,15 @@ def _libmujoco():
                    + glob.glob(os.path.join(os.path.dirname(mujoco.__file__), "mujoco*.dll")))
     if not paths:
         return None
-    # ctypes drops the GIL around every foreign call, which the Python bindings' mj_step does
-    # not: this is what lets the worker threads simulate in parallel.
+    # The worker threads call MuJoCo's C functions by address from compiled code without the
+    # GIL (kernels/_mjloop), so they simulate in parallel whether or not the installed Python
+    # bindings release the GIL in mj_step (older ones do not), and one episode's 20 physics
+    # steps are one call rather than 20 GIL hand-overs.
     lib = ctypes.CDLL(paths[0])
-    vp, ip = ctypes.c_void_p, ctypes.c_int
-    lib.mj_step.argtypes = [vp, vp]
-    lib.mj_kinematics.argtypes = [vp, vp]
-    lib.mj_setState.argtypes = [vp, vp, vp, ip]
-    lib.mj_getState.argtypes = [vp, vp, vp, ip]
-    return lib
+    address = lambda fn: ctypes.cast(fn, ctypes.c_void_p).value  # noqa: E731
+    return SimpleNamespace(step=address(lib.mj_step), kinematics=address(lib.mj_kinematics),
+                           set_state=address(lib.mj_setState),
+                           get_state=address(lib.mj_getState))
 
 
 class Kinematics:
@@ -213,23 +215,20 @@ class CpuStepper:
         m = sc.model
         d = self._data()
         lib = self._lib
-        mp, dp = ctypes.c_void_p(m._address), ctypes.c_void_p(d._address)
         mj = self._mujoco
         warn = d.warning
         for b in rows:
             row = phys[b]
-            if lib is not None:
-                lib.mj_setState(mp, dp, row.ctypes.data, STATE_SPEC)
-            else:
-                mj.mj_setState(m, d, row, STATE_SPEC)
             if nsub:
                 for w in self._bad:
                     warn[w].number = 0
-                if lib is not None:
-                    for _ in range(nsub):
-                        lib.mj_step(mp, dp)
-                else:
-                    mj.mj_step(m, d, nsub)
+            if lib is not None:
+                _mjloop.set_state_and_step(lib.set_state, lib.step, m._address, d._address,
+                                           row.ctypes.data, STATE_SPEC, nsub)
+            else:
+                mj.mj_setState(m, d, row, STATE_SPEC)
+                mj.mj_step(m, d, nsub)
+            if nsub:
                 if zero_fingers:
                     d.qpos[sc.finger_qpos] = 0.0
                 bad = any(warn[w].number for w in self._bad)
@@ -239,8 +238,8 @@ class CpuStepper:
                     unstable[b] = True
                     continue
             if lib is not None:
-                lib.mj_kinematics(mp, dp)
-                lib.mj_getState(mp, dp, row.ctypes.data, STATE_SPEC)
+                _mjloop.kinematics_and_get_state(lib.kinematics, lib.get_state, m._address,
+                                                 d._address, row.ctypes.data, STATE_SPEC)
             else:
                 mj.mj_kinematics(m, d)
                 mj.mj_getState(m, d, row, STATE_SPEC)

@@ -527,7 +527,7 @@ def clear(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
                          colors[n, 1], colors[n, 2])
 
 
-def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
+def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i64 idx_offset,
          const float[:, ::1] verts, const int[:, ::1] tris,
          const i64[::1] tri_start, const i64[::1] tri_stop,
          const double[:, :, ::1] view_proj, const double[:, :, ::1] model, bint has_model,
@@ -538,6 +538,7 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
          const i64[:, ::1] viewport, bint bilinear, u8[::1] pending_clear,
          const u8[::1] clear_rgb):
     """Draw N draws in order; see raster3d.draw_meshes for the meaning of every argument.
+    Draw n lands in frame idx[n] - idx_offset (skipped when that is outside the frames).
     A frame b with pending_clear[b] != 0 is cleared to clear_rgb (depth +inf) right before its
     first draw, so its buffers are still in cache when the triangles land."""
     cdef Py_ssize_t B = frames.shape[0], H = frames.shape[1], W = frames.shape[2]
@@ -563,16 +564,16 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
     cdef Shade sh
     cdef u8* frame
     cdef float* dep
-    if H == 0 or W == 0 or N == 0 or NV == 0:
+    if H == 0 or W == 0:
         return
     memset(&sh, 0, sizeof(Shade))
     # Per-vertex cache, valid for the draw whose number is in vstamp: world position, clip
     # position, outcodes and (when no clip plane cuts it) the projected screen vertex. A vertex
     # is shared by about six triangles, so each is transformed once per draw instead of once
     # per corner, with the same arithmetic (the picture does not change).
-    cdef double* vcache = <double*>malloc(NV * VCACHE * sizeof(double))
-    cdef i64* vstamp = <i64*>malloc(NV * sizeof(i64))
-    cdef int* vcode = <int*>malloc(NV * sizeof(int))
+    cdef double* vcache = <double*>malloc((NV + 1) * VCACHE * sizeof(double))
+    cdef i64* vstamp = <i64*>malloc((NV + 1) * sizeof(i64))
+    cdef int* vcode = <int*>malloc((NV + 1) * sizeof(int))
     if vcache == NULL or vstamp == NULL or vcode == NULL:
         free(vcache); free(vstamp); free(vcode)
         raise MemoryError("raster3d.draw: no memory for the vertex cache")
@@ -582,7 +583,7 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
         for i in range(NV):
             vstamp[i] = -1
         for n in range(N):
-            b = idx[n]
+            b = idx[n] - idx_offset
             if b < 0 or b >= B:
                 continue
             frame = &frames[b, 0, 0, 0]

@@ -30,8 +30,8 @@ import numpy as np
 from . import _raster3d
 from .raster import _colors, _frames, _idx, _per_item
 
-__all__ = ["FLAG_LIT", "FLAG_TWO_SIDED", "clear", "draw_meshes", "raycast_grid", "pack_textures",
-           "uv_sphere"]
+__all__ = ["FLAG_LIT", "FLAG_TWO_SIDED", "DrawList", "MeshTable", "clear", "draw_list",
+           "draw_meshes", "raycast_grid", "pack_textures", "uv_sphere"]
 
 FLAG_LIT = 1
 FLAG_TWO_SIDED = 2
@@ -108,12 +108,197 @@ def clear(frames: np.ndarray, depth: np.ndarray, idx, colors=(0, 0, 0)) -> None:
     _raster3d.clear(frames, depth, idx, colors)
 
 
+class MeshTable:
+    """A shared vertex / index table with its per-face and texture data, checked once (see the
+    module docstring for each field). Building one is what ``draw_meshes`` does on every call;
+    a caller that draws the same table every step builds it once and calls ``draw_list``.
+
+    vertices float32[V, 3], triangles int32[T, 3] (C order, never copied). face_colors None
+    (white), RGB (3,) or uint8[T, 3]; face_textures None (all flat) or int[T] in [-1, K);
+    face_flags None (0), a scalar or uint8[T] of FLAG_* bits; uvs float32[V, 2] (needed when a
+    face is textured); normals None or float32[V, 3]; atlas uint8[AH, AW, 3] and texture_rects
+    int[K, 4] of (x, y, width, height) in the atlas (``pack_textures``); sampling "nearest" or
+    "bilinear"."""
+
+    def __init__(self, vertices: np.ndarray, triangles: np.ndarray, *, face_colors=None,
+                 face_textures=None, face_flags=None, uvs=None, normals=None, atlas=None,
+                 texture_rects=None, sampling: str = "nearest"):
+        vertices = _table(vertices, "vertices", np.float32, 3)
+        triangles = _table(triangles, "triangles", np.int32, 3)
+        nv, nt = vertices.shape[0], triangles.shape[0]
+        if nt and (triangles.min() < 0 or triangles.max() >= nv):
+            raise ValueError(f"triangles must index vertices in [0, {nv}), got range "
+                             f"[{triangles.min()}, {triangles.max()}]")
+        if not np.isfinite(vertices).all():
+            raise ValueError("vertices must be finite")
+        if face_colors is None:
+            face_colors = np.full((nt, 3), 255, np.uint8)
+        else:
+            face_colors = _colors(face_colors, nt, "face_colors")
+        face_textures = _per_face(face_textures, "face_textures", nt, np.int32, -1)
+        face_flags = _per_face(face_flags, "face_flags", nt, np.uint8, 0)
+        if nt and face_flags.max() > (FLAG_LIT | FLAG_TWO_SIDED):
+            raise ValueError("face_flags must combine only FLAG_LIT (1) and FLAG_TWO_SIDED (2)")
+
+        textured = nt > 0 and face_textures.max() >= 0
+        if textured:
+            if atlas is None or texture_rects is None or uvs is None:
+                raise ValueError("face_textures: textured faces need uvs, atlas and texture_rects")
+            if face_textures.min() < -1:
+                raise ValueError("face_textures must be -1 (flat colour) or a texture index")
+        if atlas is None:
+            atlas = np.zeros((1, 1, 3), np.uint8)
+        elif not (isinstance(atlas, np.ndarray) and atlas.dtype == np.uint8 and atlas.ndim == 3
+                  and atlas.shape[2] == 3 and atlas.flags.c_contiguous):
+            raise ValueError("atlas must be a C-contiguous uint8 array of shape (AH, AW, 3)")
+        if texture_rects is None:
+            texture_rects = np.zeros((0, 4), np.int32)
+        else:
+            rects = np.asarray(texture_rects)
+            if rects.dtype.kind not in "iu" or rects.ndim != 2 or rects.shape[1] != 4:
+                raise ValueError("texture_rects must be an integer array of shape (K, 4) "
+                                 "(x, y, width, height)")
+            if rects.size and ((rects[:, 2] <= 0).any() or (rects[:, 3] <= 0).any()
+                               or (rects[:, :2] < 0).any()
+                               or (rects[:, 0] + rects[:, 2] > atlas.shape[1]).any()
+                               or (rects[:, 1] + rects[:, 3] > atlas.shape[0]).any()):
+                raise ValueError(f"texture_rects must be non-empty rectangles inside the "
+                                 f"{atlas.shape[1]}x{atlas.shape[0]} atlas")
+            texture_rects = np.ascontiguousarray(rects, dtype=np.int32)
+        if textured and face_textures.max() >= texture_rects.shape[0]:
+            raise ValueError(f"face_textures must be < {texture_rects.shape[0]} (the number of "
+                             f"texture_rects), got {face_textures.max()}")
+        if uvs is None:
+            uvs = np.zeros((0, 2), np.float32)
+        else:
+            uvs = _table(uvs, "uvs", np.float32, 2)
+            if uvs.shape[0] != nv:
+                raise ValueError(f"uvs must have one row per vertex ({nv}), got {uvs.shape[0]}")
+            if not np.isfinite(uvs).all():
+                raise ValueError("uvs must be finite")
+        self.has_normals = normals is not None
+        if self.has_normals:
+            normals = _table(normals, "normals", np.float32, 3)
+            if normals.shape[0] != nv:
+                raise ValueError(f"normals must have one row per vertex ({nv}), got "
+                                 f"{normals.shape[0]}")
+            if not np.isfinite(normals).all():
+                raise ValueError("normals must be finite")
+        else:
+            normals = np.zeros((0, 3), np.float32)
+        if sampling not in SAMPLING:
+            raise ValueError(f"sampling must be one of {SAMPLING}, got {sampling!r}")
+        self.vertices, self.triangles = vertices, triangles
+        self.face_colors, self.face_textures, self.face_flags = face_colors, face_textures, face_flags
+        self.uvs, self.normals, self.atlas, self.texture_rects = uvs, normals, atlas, texture_rects
+        self.bilinear = sampling == "bilinear"
+
+    @property
+    def num_triangles(self) -> int:
+        return self.triangles.shape[0]
+
+
+class DrawList:
+    """N draws over one ``MeshTable`` (see the module docstring), checked once: idx int[N] of
+    frames in [0, num_frames), tri_start / tri_stop int[N] (or scalars), view_proj (4, 4) or
+    (N, 4, 4), model None (identity), (4, 4) or (N, 4, 4), light_dir (3,) or (N, 3), ambient and
+    diffuse scalars or float[N], viewport None (the whole frame_hw), (4,) or (N, 4) ints.
+    ``list[lo:hi]`` is the sub-list of draws lo..hi-1 (views, no checks repeated), so one list
+    built for a batch can be drawn in parts from several threads."""
+
+    def __init__(self, table: MeshTable, idx, tri_start, tri_stop, view_proj, *, num_frames: int,
+                 frame_hw: tuple, model=None, light_dir=(0.0, 0.0, 1.0), ambient=1.0,
+                 diffuse=0.0, viewport=None):
+        idx = _idx(idx, num_frames)
+        n = idx.shape[0]
+        nt = table.num_triangles
+        tri_start = _per_item(tri_start, "tri_start", n, "int")
+        tri_stop = _per_item(tri_stop, "tri_stop", n, "int")
+        if n and (tri_start.min() < 0 or tri_stop.max() > nt or (tri_stop < tri_start).any()):
+            raise ValueError(f"tri_start/tri_stop must satisfy 0 <= tri_start <= tri_stop <= {nt} "
+                             f"(the number of triangles)")
+        view_proj = _matrices(view_proj, "view_proj", n)
+        self.has_model = model is not None
+        model = _matrices(model, "model", n) if self.has_model else np.zeros((n, 4, 4))
+        light = np.asarray(light_dir)
+        if light.dtype.kind not in "iuf":
+            raise ValueError(f"light_dir must be real, got dtype {light.dtype}")
+        if light.shape == (3,):
+            light = np.broadcast_to(light, (n, 3))
+        elif light.shape != (n, 3):
+            raise ValueError(f"light_dir must have shape (3,) or ({n}, 3), got {light.shape}")
+        light = np.ascontiguousarray(light, dtype=np.float64)
+        if not np.isfinite(light).all():
+            raise ValueError("light_dir must be finite")
+        ambient = _per_item(ambient, "ambient", n, "float")
+        diffuse = _per_item(diffuse, "diffuse", n, "float")
+        if not (np.isfinite(ambient).all() and np.isfinite(diffuse).all()):
+            raise ValueError("ambient and diffuse must be finite")
+        height, width = frame_hw
+        if viewport is None:
+            viewport = np.broadcast_to(np.array([0, 0, width, height], np.int64), (n, 4))
+        vp = np.asarray(viewport)
+        if vp.dtype.kind not in "iu":
+            raise ValueError(f"viewport must be integers (x, y, width, height), got dtype "
+                             f"{vp.dtype}")
+        if vp.shape == (4,):
+            vp = np.broadcast_to(vp, (n, 4))
+        elif vp.shape != (n, 4):
+            raise ValueError(f"viewport must have shape (4,) or ({n}, 4), got {vp.shape}")
+        if n and ((vp[:, 2] <= 0).any() or (vp[:, 3] <= 0).any()
+                  or np.abs(vp).max() > (1 << 24)):
+            raise ValueError("viewport width and height must be > 0 and every value within 2**24")
+        self.table = table
+        self.idx, self.tri_start, self.tri_stop = idx, tri_start, tri_stop
+        self.view_proj, self.model, self.light = view_proj, model, light
+        self.ambient, self.diffuse = ambient, diffuse
+        self.viewport = np.ascontiguousarray(vp, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return self.idx.shape[0]
+
+    def __getitem__(self, key: slice) -> "DrawList":
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("a DrawList takes contiguous slices only")
+        sub = object.__new__(DrawList)
+        sub.table, sub.has_model = self.table, self.has_model
+        for name in ("idx", "tri_start", "tri_stop", "view_proj", "model", "light", "ambient",
+                     "diffuse", "viewport"):
+            setattr(sub, name, getattr(self, name)[key])
+        return sub
+
+
+def draw_list(frames: np.ndarray, depth: np.ndarray, draws: DrawList, *, first_frame: int = 0,
+              clear=None) -> None:
+    """Draw ``draws`` into ``frames`` / ``depth``, where draw n lands in frame
+    ``draws.idx[n] - first_frame`` (so a list built with batch rows as idx can draw a slice
+    ``frames[first_frame:...]`` of the batch; draws whose frame falls outside are skipped).
+    clear: None, or an RGB colour: every frame the draws name is first filled with it (depth
+    +inf), just before its first draw."""
+    frames = _frames(frames)
+    depth = _depth(depth, frames)
+    t = draws.table
+    pending = np.zeros(frames.shape[0], np.uint8)
+    if clear is not None:
+        clear_rgb = _colors(clear, 1, "clear")[0]
+        local = draws.idx - first_frame
+        pending[local[(local >= 0) & (local < frames.shape[0])]] = 1
+    else:
+        clear_rgb = np.zeros(3, np.uint8)
+    _raster3d.draw(frames, depth, draws.idx, int(first_frame), t.vertices, t.triangles,
+                   draws.tri_start, draws.tri_stop, draws.view_proj, draws.model, draws.has_model,
+                   t.face_colors, t.face_textures, t.face_flags, t.uvs, t.normals, t.has_normals,
+                   t.atlas, t.texture_rects, draws.light, draws.ambient, draws.diffuse,
+                   draws.viewport, t.bilinear, pending, clear_rgb)
+
+
 def draw_meshes(frames: np.ndarray, depth: np.ndarray, idx, vertices: np.ndarray,
                 triangles: np.ndarray, tri_start, tri_stop, view_proj, *, model=None,
                 face_colors=None, face_textures=None, face_flags=None, uvs=None, normals=None,
                 atlas=None, texture_rects=None, light_dir=(0.0, 0.0, 1.0), ambient=1.0,
                 diffuse=0.0, viewport=None, sampling: str = "nearest", clear=None) -> None:
-    """Draw N draws (see the module docstring) into ``frames`` / ``depth``.
+    """Draw N draws (see the module docstring) into ``frames`` / ``depth``: a ``MeshTable`` of
+    the mesh arguments, a ``DrawList`` of the per-draw ones, then ``draw_list``.
 
     idx int[N]: frame of each draw. tri_start, tri_stop int[N] (or scalars): triangle range.
     view_proj (4, 4) or (N, 4, 4): world to clip. model None (identity), (4, 4) or (N, 4, 4).
@@ -129,122 +314,13 @@ def draw_meshes(frames: np.ndarray, depth: np.ndarray, idx, vertices: np.ndarray
     """
     frames = _frames(frames)
     depth = _depth(depth, frames)
-    idx = _idx(idx, frames.shape[0])
-    n = idx.shape[0]
-    vertices = _table(vertices, "vertices", np.float32, 3)
-    triangles = _table(triangles, "triangles", np.int32, 3)
-    nv, nt = vertices.shape[0], triangles.shape[0]
-    if nt and (triangles.min() < 0 or triangles.max() >= nv):
-        raise ValueError(f"triangles must index vertices in [0, {nv}), got range "
-                         f"[{triangles.min()}, {triangles.max()}]")
-    if not np.isfinite(vertices).all():
-        raise ValueError("vertices must be finite")
-    tri_start = _per_item(tri_start, "tri_start", n, "int")
-    tri_stop = _per_item(tri_stop, "tri_stop", n, "int")
-    if n and (tri_start.min() < 0 or tri_stop.max() > nt or (tri_stop < tri_start).any()):
-        raise ValueError(f"tri_start/tri_stop must satisfy 0 <= tri_start <= tri_stop <= {nt} "
-                         f"(the number of triangles)")
-    view_proj = _matrices(view_proj, "view_proj", n)
-    has_model = model is not None
-    model = _matrices(model, "model", n) if has_model else np.zeros((1, 4, 4))
-
-    if face_colors is None:
-        face_colors = np.full((nt, 3), 255, np.uint8)
-    else:
-        face_colors = _colors(face_colors, nt, "face_colors")
-    face_textures = _per_face(face_textures, "face_textures", nt, np.int32, -1)
-    face_flags = _per_face(face_flags, "face_flags", nt, np.uint8, 0)
-    if nt and face_flags.max() > (FLAG_LIT | FLAG_TWO_SIDED):
-        raise ValueError("face_flags must combine only FLAG_LIT (1) and FLAG_TWO_SIDED (2)")
-
-    textured = nt > 0 and face_textures.max() >= 0
-    if textured:
-        if atlas is None or texture_rects is None or uvs is None:
-            raise ValueError("face_textures: textured faces need uvs, atlas and texture_rects")
-        if face_textures.min() < -1:
-            raise ValueError("face_textures must be -1 (flat colour) or a texture index")
-    if atlas is None:
-        atlas = np.zeros((1, 1, 3), np.uint8)
-    elif not (isinstance(atlas, np.ndarray) and atlas.dtype == np.uint8 and atlas.ndim == 3
-              and atlas.shape[2] == 3 and atlas.flags.c_contiguous):
-        raise ValueError("atlas must be a C-contiguous uint8 array of shape (AH, AW, 3)")
-    if texture_rects is None:
-        texture_rects = np.zeros((0, 4), np.int32)
-    else:
-        rects = np.asarray(texture_rects)
-        if rects.dtype.kind not in "iu" or rects.ndim != 2 or rects.shape[1] != 4:
-            raise ValueError("texture_rects must be an integer array of shape (K, 4) "
-                             "(x, y, width, height)")
-        if rects.size and ((rects[:, 2] <= 0).any() or (rects[:, 3] <= 0).any()
-                           or (rects[:, :2] < 0).any()
-                           or (rects[:, 0] + rects[:, 2] > atlas.shape[1]).any()
-                           or (rects[:, 1] + rects[:, 3] > atlas.shape[0]).any()):
-            raise ValueError(f"texture_rects must be non-empty rectangles inside the "
-                             f"{atlas.shape[1]}x{atlas.shape[0]} atlas")
-        texture_rects = np.ascontiguousarray(rects, dtype=np.int32)
-    if textured and face_textures.max() >= texture_rects.shape[0]:
-        raise ValueError(f"face_textures must be < {texture_rects.shape[0]} (the number of "
-                         f"texture_rects), got {face_textures.max()}")
-    if uvs is None:
-        uvs = np.zeros((0, 2), np.float32)
-    else:
-        uvs = _table(uvs, "uvs", np.float32, 2)
-        if uvs.shape[0] != nv:
-            raise ValueError(f"uvs must have one row per vertex ({nv}), got {uvs.shape[0]}")
-        if not np.isfinite(uvs).all():
-            raise ValueError("uvs must be finite")
-    has_normals = normals is not None
-    if has_normals:
-        normals = _table(normals, "normals", np.float32, 3)
-        if normals.shape[0] != nv:
-            raise ValueError(f"normals must have one row per vertex ({nv}), got {normals.shape[0]}")
-        if not np.isfinite(normals).all():
-            raise ValueError("normals must be finite")
-    else:
-        normals = np.zeros((0, 3), np.float32)
-
-    light = np.asarray(light_dir)
-    if light.dtype.kind not in "iuf":
-        raise ValueError(f"light_dir must be real, got dtype {light.dtype}")
-    if light.shape == (3,):
-        light = np.broadcast_to(light, (n, 3))
-    elif light.shape != (n, 3):
-        raise ValueError(f"light_dir must have shape (3,) or ({n}, 3), got {light.shape}")
-    light = np.ascontiguousarray(light, dtype=np.float64)
-    if not np.isfinite(light).all():
-        raise ValueError("light_dir must be finite")
-    ambient = _per_item(ambient, "ambient", n, "float")
-    diffuse = _per_item(diffuse, "diffuse", n, "float")
-    if not (np.isfinite(ambient).all() and np.isfinite(diffuse).all()):
-        raise ValueError("ambient and diffuse must be finite")
-
-    height, width = frames.shape[1:3]
-    if viewport is None:
-        viewport = np.broadcast_to(np.array([0, 0, width, height], np.int64), (n, 4))
-    vp = np.asarray(viewport)
-    if vp.dtype.kind not in "iu":
-        raise ValueError(f"viewport must be integers (x, y, width, height), got dtype {vp.dtype}")
-    if vp.shape == (4,):
-        vp = np.broadcast_to(vp, (n, 4))
-    elif vp.shape != (n, 4):
-        raise ValueError(f"viewport must have shape (4,) or ({n}, 4), got {vp.shape}")
-    if n and ((vp[:, 2] <= 0).any() or (vp[:, 3] <= 0).any()
-              or np.abs(vp).max() > (1 << 24)):
-        raise ValueError("viewport width and height must be > 0 and every value within 2**24")
-    vp = np.ascontiguousarray(vp, dtype=np.int64)
-    if sampling not in SAMPLING:
-        raise ValueError(f"sampling must be one of {SAMPLING}, got {sampling!r}")
-
-    pending = np.zeros(frames.shape[0], np.uint8)
-    if clear is not None:
-        clear_rgb = _colors(clear, 1, "clear")[0]
-        pending[idx] = 1
-    else:
-        clear_rgb = np.zeros(3, np.uint8)
-    _raster3d.draw(frames, depth, idx, vertices, triangles, tri_start, tri_stop, view_proj,
-                   model, has_model, face_colors, face_textures, face_flags, uvs, normals,
-                   has_normals, atlas, texture_rects, light, ambient, diffuse, vp,
-                   sampling == "bilinear", pending, clear_rgb)
+    table = MeshTable(vertices, triangles, face_colors=face_colors, face_textures=face_textures,
+                      face_flags=face_flags, uvs=uvs, normals=normals, atlas=atlas,
+                      texture_rects=texture_rects, sampling=sampling)
+    draws = DrawList(table, idx, tri_start, tri_stop, view_proj, num_frames=frames.shape[0],
+                     frame_hw=frames.shape[1:3], model=model, light_dir=light_dir,
+                     ambient=ambient, diffuse=diffuse, viewport=viewport)
+    draw_list(frames, depth, draws, clear=clear)
 
 
 # ---------------------------------------------------------------------------------------------
