@@ -251,7 +251,7 @@ def cmd_eval(args) -> int:
                         gifs=not args.no_gifs and args.gifs != 0, gifs_per_task=args.gifs,
                         resume=args.resume, progress=not args.quiet, processes=args.processes,
                         preflight=not args.no_preflight, abort_after=args.abort_after,
-                        **prompt)
+                        full_size_frames=args.full_size_frames, **prompt)
     config.validate()
     agent = make_agent(agent_kind, model=args.model, base_url=args.base_url,
                        api_key_env=args.api_key_env, settings=settings, timeout_s=args.timeout,
@@ -304,7 +304,8 @@ def cmd_demos(args) -> int:
     configs = [DemoConfig(task=t, split=args.split, episodes=args.episodes, strategy=strategy,
                           shard_size=args.shard_size, seed=args.seed,
                           num_steps=_parse_range(args.num_steps), max_steps=args.max_steps,
-                          max_long_side=None if args.max_long_side <= 0 else args.max_long_side)
+                          max_long_side=None if args.max_long_side <= 0 else args.max_long_side,
+                          full_size_frames=args.full_size_frames)
                for t in tasks]
     try:
         manifest = generate(configs, args.out, workers=args.workers, ray_address=args.ray,
@@ -492,6 +493,10 @@ def main(argv=None) -> int:
                     help="stop the run when its first N requests, or N in a row, fail the same "
                     "way for a reason retries do not cure (0: never); finished episodes are "
                     "kept for --resume")
+    ev.add_argument("--full-size-frames", action="store_true",
+                    help="draw frames at the task's own size and downscale them to the JPEG "
+                    "size (default: tasks that can, the Fetch ones, draw at the JPEG size "
+                    "with antialiasing)")
     ev.add_argument("--dataset-root", default=None, metavar="DIR",
                     help="the reference's published evaluation metadata: "
                     "DIR/test_set_<split>/<task>__<split>/*.jsonl and "
@@ -520,6 +525,9 @@ def main(argv=None) -> int:
     dm.add_argument("--seed", type=int, default=0)
     dm.add_argument("--max-steps", type=int, default=None, help="default: 20 easy, 30 hard")
     dm.add_argument("--max-long-side", type=int, default=336)
+    dm.add_argument("--full-size-frames", action="store_true",
+                    help="draw frames at the task's own size and downscale them (default: "
+                    "tasks that can draw at the image size with antialiasing)")
     dm.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
     dm.add_argument("--ray", default=None, help="Ray address, 'auto', or 'local'")
     dm.add_argument("--exclude-dataset-root", action="append", default=None, metavar="DIR",

@@ -80,6 +80,7 @@ import numpy as np
 
 from ..core import make
 from ..core.grammar import STOP_ACTION
+from ..core.registry import consumer_kwargs
 from ..core.registry import spec as env_spec
 from .conversation import episode_instructions, sharegpt_turns, turn_text
 from .files import FolderLock, atomic_write, atomic_write_staged
@@ -206,6 +207,7 @@ class DemoConfig:
     max_steps: int | None = None           # None: the evaluation budget (20 easy, 30 hard)
     max_long_side: int | None = 336
     quality: int = 75
+    full_size_frames: bool = False         # draw at the task's own size, then downscale
 
     @property
     def env_id(self) -> str:
@@ -265,7 +267,9 @@ def dataset_key(cfg: DemoConfig, exclusion_sha256: str) -> dict:
             "max_steps": cfg.budget, "max_long_side": cfg.max_long_side, "quality": cfg.quality,
             "shard_size": cfg.shard_size,
             "task_version": int(env_spec(cfg.env_id).family.version),
-            "prompt": dict(PROMPT_SETTINGS), "exclusion_sha256": exclusion_sha256}
+            "prompt": dict(PROMPT_SETTINGS), "exclusion_sha256": exclusion_sha256,
+            # Only when set, so datasets made before the option existed keep their key.
+            **({"full_size_frames": True} if cfg.full_size_frames else {})}
 
 
 _KEY_FLAGS = {"split": "--split", "seed": "--seed", "num_steps": "--num-steps",
@@ -273,7 +277,8 @@ _KEY_FLAGS = {"split": "--split", "seed": "--seed", "num_steps": "--num-steps",
               "shard_size": "--shard-size", "strategy": "--strategy",
               "exclusion_sha256": "--exclude-dataset-root (excluded evaluation states)",
               "task_version": "task version", "format": "record format", "quality": "quality",
-              "prompt": "prompt settings", "task": "task"}
+              "prompt": "prompt settings", "task": "task",
+              "full_size_frames": "--full-size-frames"}
 
 
 def _key_differences(old: dict, new: dict) -> str:
@@ -360,10 +365,15 @@ independent, so this does not change any output."""
 _ENVS: dict = {}
 
 
-def _batch_env(env_id: str, count: int, budget: int):
-    key = (env_id, count, budget)
+def _batch_env(env_id: str, count: int, budget: int, max_long_side: int | None = None,
+               full_size_frames: bool = True):
+    """The (cached) env of a shard's attempts; unless ``full_size_frames`` it draws at the
+    images' size where its family can (Family.consumer_overrides)."""
+    key = (env_id, count, budget, None if full_size_frames else max_long_side)
     if key not in _ENVS:
-        _ENVS[key] = make(env_id, num_envs=count, autoreset="disabled", max_steps=budget)
+        kwargs = {} if full_size_frames else consumer_kwargs(env_id, {}, max_long_side)
+        _ENVS[key] = make(env_id, num_envs=count, autoreset="disabled", max_steps=budget,
+                          **kwargs)
     return _ENVS[key]
 
 
@@ -481,7 +491,7 @@ def _rollout(cfg: DemoConfig, episodes: list, image_dir: str, timing: dict, keep
     callable taking a list of (file name, bytes)) when each episode ends."""
     count = len(episodes)
     budget = cfg.budget
-    env = _batch_env(cfg.env_id, count, budget)
+    env = _batch_env(cfg.env_id, count, budget, cfg.max_long_side, cfg.full_size_frames)
     t0 = time.perf_counter()
     env.reset(seeds=[e.seed for e in episodes])
     for e, state in zip(episodes, env.state_dicts()):

@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core import make
+from ..core.registry import consumer_kwargs
 from ..core.registry import spec as env_spec
 from ..core.rollout import run_plans
 from ..core.threads import ProcessThreadPool
@@ -83,6 +84,7 @@ class EvalConfig:
     budgets: dict | None = None           # {env_id: steps}: per-task budgets (--prompt-from)
     preflight: bool = False               # check the endpoint before the first episode
     abort_after: int = 8                  # stop after this many failed requests alike; 0: never
+    full_size_frames: bool = False        # draw at the family's own size, then downscale
 
     def validate(self) -> None:
         if self.concurrency < 1:
@@ -553,11 +555,20 @@ class Runner:
         return done
 
     # -- episodes -----------------------------------------------------------------------
+    def _frame_kwargs(self, env_id: str, make_kwargs: dict | None) -> dict:
+        """The keywords of an env that draws this run's images: the episode's own, plus the
+        family's overrides for drawing directly at the size the model is shown
+        (Family.consumer_overrides) unless --full-size-frames."""
+        if self.config.full_size_frames:
+            return dict(make_kwargs or {})
+        return consumer_kwargs(env_id, make_kwargs, self.config.max_long_side)
+
     def _stepper(self, episode: EpisodeSpec, slots: int, budget: int) -> TaskStepper:
         key = (episode.env_id, json.dumps(episode.make_kwargs, sort_keys=True))
         if key not in self._steppers:
-            self._steppers[key] = TaskStepper(episode.env_id, slots, budget, episode.make_kwargs,
-                                              self.config.max_long_side)
+            self._steppers[key] = TaskStepper(
+                episode.env_id, slots, budget,
+                self._frame_kwargs(episode.env_id, episode.make_kwargs), self.config.max_long_side)
         return self._steppers[key]
 
     def _budget(self, episode: EpisodeSpec) -> int:
@@ -571,8 +582,9 @@ class Runner:
         key = (episode.env_id, json.dumps(episode.make_kwargs, sort_keys=True))
         env = self._goal_envs.get(key)
         if env is None:
-            env = self._goal_envs[key] = make(episode.env_id, num_envs=1, autoreset="disabled",
-                                              max_steps=None, **episode.make_kwargs)
+            env = self._goal_envs[key] = make(
+                episode.env_id, num_envs=1, autoreset="disabled", max_steps=None,
+                **self._frame_kwargs(episode.env_id, episode.make_kwargs))
         env.reset(seeds=[episode.episode_seed % 2**64], init_states=[state])
         result = run_plans(env, env.solve())
         if not result.terminated[0] or result.reward[0] != 1.0:
@@ -731,8 +743,9 @@ class Runner:
         key = (episode.env_id, json.dumps(episode.make_kwargs, sort_keys=True))
         env = self._goal_envs.get(key)
         if env is None:
-            env = self._goal_envs[key] = make(episode.env_id, num_envs=1, autoreset="disabled",
-                                              max_steps=None, **episode.make_kwargs)
+            env = self._goal_envs[key] = make(
+                episode.env_id, num_envs=1, autoreset="disabled", max_steps=None,
+                **self._frame_kwargs(episode.env_id, episode.make_kwargs))
         env.reset(seeds=[episode.episode_seed % 2**64], init_states=[episode.init_state])
         return env.solve()[0]
 
@@ -784,9 +797,9 @@ class Runner:
         key = (record["env_id"], json.dumps(make_kwargs, sort_keys=True))
         env = self._replay_envs.get(key)
         if env is None:
-            env = self._replay_envs[key] = make(record["env_id"], num_envs=1,
-                                                autoreset="disabled", max_steps=None,
-                                                **make_kwargs)
+            env = self._replay_envs[key] = make(
+                record["env_id"], num_envs=1, autoreset="disabled", max_steps=None,
+                **self._frame_kwargs(record["env_id"], make_kwargs))
         env.reset(seeds=[int(record["episode_seed"]) % 2**64],
                   init_states=[record["init_state"]])
         frames = [env.frame(0).copy()]

@@ -32,7 +32,7 @@ from PIL import Image
 
 from ..core.validate import integer
 from ..render.jpeg import JpegStream, pillow_jpeg
-from ..render.resize import LanczosResizer, pillow_resize
+from ..render.resize import LanczosResizer, fit_long_side, pillow_resize
 
 __all__ = ["DEFAULT_MAX_LONG_SIDE", "fit_long_side", "encode_jpeg_b64", "frame_encoder",
            "data_url",
@@ -41,23 +41,6 @@ __all__ = ["DEFAULT_MAX_LONG_SIDE", "fit_long_side", "encode_jpeg_b64", "frame_e
 DEFAULT_MAX_LONG_SIDE = 336
 _DATA_URL_PREFIX = "data:image/jpeg;base64,"
 _PIL_DEFAULT_QUALITY = 75
-
-
-def fit_long_side(width: int, height: int, max_long_side: int | None) -> tuple[int, int]:
-    """Size (w, h) after fitting the long side into ``max_long_side`` (None = keep the size).
-
-    Scales both sides by L / max(w, h) and truncates; never upscales; each side stays >= 1 px
-    (a 10000x1 strip would otherwise lose its short side).
-    """
-    width = integer("width", width, 1)
-    height = integer("height", height, 1)
-    if max_long_side is None:
-        return width, height
-    limit = integer("max_long_side", max_long_side, 1)
-    long_side = max(width, height)
-    if long_side <= limit:
-        return width, height
-    return max(1, width * limit // long_side), max(1, height * limit // long_side)
 
 
 def _check_frame(frame) -> None:

@@ -138,6 +138,16 @@ class Family(ABC):
     def render_text(self, state, i: int) -> str:
         raise ValueError(f"{self.name} has no text rendering")
 
+    @classmethod
+    def consumer_overrides(cls, params, max_long_side: int | None) -> dict:
+        """Parameter overrides under which the family draws its frames directly at the size a
+        consumer that fits frames into ``max_long_side`` pixels shows them (the evaluation
+        runner's and the demonstration synthesizer's images), instead of drawing them large
+        to be downscaled. They change pixels only (episodes, dynamics, feedback, prompts and
+        plans stay the same). {} keeps the family's own frames (the default: a family that
+        draws at a fixed size, or whose frames are cheap to downscale)."""
+        return {}
+
     @abstractmethod
     def prompt(self, state, i: int, text_mode: bool = False) -> str:
         """The task instruction for episode i (image mode, or text mode where the family has one)."""

@@ -76,6 +76,16 @@ def make_family(env_id: str, **overrides):
     return entry.family(params)
 
 
+def consumer_kwargs(env_id: str, make_kwargs: dict | None, max_long_side: int | None) -> dict:
+    """``make_kwargs`` plus the family's ``consumer_overrides`` for frames shown with their long
+    side fitted into ``max_long_side`` (ValueError for bad keywords, as ``make`` raises)."""
+    entry = spec(env_id)
+    make_kwargs = dict(make_kwargs or {})
+    given = {k: v for k, v in make_kwargs.items() if k not in IGNORED_KWARGS}
+    params = entry.family.make_params(entry.difficulty, given)
+    return {**make_kwargs, **entry.family.consumer_overrides(params, max_long_side)}
+
+
 def make(env_id: str, num_envs: int = 1, *, max_steps: int | None | str = "default",
          autoreset: str = "next_step", seed: int | None = None, **overrides) -> BatchEnv:
     """A BatchEnv of ``num_envs`` episodes of ``env_id``.

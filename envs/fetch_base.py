@@ -59,16 +59,18 @@ from ..core.validate import boolean, describe, integer, mapping, one_of, real, r
 from ..kernels import fetch_sim as sim
 from ..render import camera as cam
 from ..render import raster3d, shapes3d
+from ..render.resize import fit_long_side
 
 UNSTABLE_CODE = FAMILY_BASE  # see feedback_texts
 BACKGROUND_RGB = (114, 219, 145)   # the reference's skybox as rendered
 FOVY_DEG = 45.0
 # Levels of detail of the robot meshes: vertex-clustering cells (34.5 k triangles -> 13.5 k, 6.9 k,
-# 3 k). A draw uses the coarsest level whose cell is at most LOD_PIXELS pixels where the geom
-# stands, so a full-size view keeps the 4 mm level and a small or distant view draws fewer,
-# sub-pixel triangles that would not change its picture.
+# 3 k). A draw uses the coarsest level whose cell is at most LOD_PIXELS drawn pixels where the
+# geom stands, so a full-size view keeps the 4 mm level and a small or distant view draws fewer,
+# sub-pixel triangles that barely change its picture (measured in docs/NOTES.md).
 CLUSTER_LEVELS = (0.004, 0.008, 0.016)
-LOD_PIXELS = 1.0
+LOD_PIXELS = 2.0
+CONSUMER_ANTIALIAS = 2   # samples per pixel side when drawing at a consumer's size
 POSITION_BOUND = 10.0   # metres: loaded goals, objects and camera targets (the scene is ~2 m)
 MIN_CAMERA_DISTANCE, MAX_CAMERA_DISTANCE = 0.01, 100.0   # metres from the camera target
 MAX_ANGLE_DEG = 720.0   # camera azimuths (degrees; any angle is one of these modulo 360)
@@ -81,7 +83,10 @@ MOVE_SPEC = ActionSpec("move", FloatVector(3, -1.0, 1.0))
 class FetchParams:
     """The reference's constructor keywords (defaults: the evaluation harness's camera values)
     plus ``backend`` ("cpu": MuJoCo C, "mjx": MJX), ``impl`` (the MJX implementation: "jax" or
-    "warp"; used with backend "mjx" only) and ``renderer`` ("raster", "mujoco")."""
+    "warp"; used with backend "mjx" only), ``renderer`` ("raster", "mujoco") and ``antialias``
+    (the rasterizer draws antialias x antialias samples per pixel and averages them; 1 = one
+    sample). The evaluation runner and the demonstration synthesizer render at the size they
+    show the model, with antialias 2 (``consumer_overrides``)."""
 
     reward_type: str = "sparse"
     distance_threshold: float = 0.1
@@ -106,6 +111,7 @@ class FetchParams:
     backend: str = "cpu"
     impl: str = "jax"
     renderer: str = "raster"
+    antialias: int = 1
 
     def __post_init__(self):
         # Every number is coerced to a float in a physical range here, so nothing odd (a huge
@@ -123,6 +129,10 @@ class FetchParams:
         number("distance_threshold", high=10.0, positive=True)
         for name in ("width", "height"):
             integer(name, getattr(self, name), 16, 2048)
+        integer("antialias", self.antialias, 1, 4)
+        if max(self.width, self.height) * self.antialias > 2048:
+            raise ValueError(f"antialias: width and height times antialias must be at most 2048, "
+                             f"got {max(self.width, self.height)} x {self.antialias}")
         for name in ("use_follow_camera", "jitter_camera_on_reset"):
             boolean(name, getattr(self, name))
         number("follow_cam_distance", MIN_CAMERA_DISTANCE, MAX_CAMERA_DISTANCE)
@@ -172,21 +182,30 @@ class FetchState(NamedTuple):
 
 
 class FetchWorkspace:
-    """Render scratch of one BatchEnv: a depth buffer of GROUP frames per drawing thread
-    (created on first use, so the pool's threads never share one)."""
+    """Render scratch of one BatchEnv, per drawing thread (created on first use, so the pool's
+    threads never share one): a depth buffer of GROUP frames at the drawn size (the frame size
+    times ``antialias``), and with antialias > 1 the drawn colour frames before averaging."""
 
-    def __init__(self, height: int, width: int):
-        self.shape = (GROUP, height, width)
-        self._depth = {}
+    def __init__(self, height: int, width: int, antialias: int = 1):
+        self.antialias = antialias
+        self.shape = (GROUP, height * antialias, width * antialias)
+        self._buffers = {}
+
+    def _mine(self):
+        key = threading.get_ident()
+        bufs = self._buffers.get(key)
+        if bufs is None:
+            colour = (np.empty(self.shape + (3,), np.uint8) if self.antialias > 1 else None)
+            bufs = self._buffers[key] = (np.empty(self.shape, np.float32), colour)
+        return bufs
 
     def depth(self, n: int) -> np.ndarray:
         """The calling thread's depth buffer for ``n`` <= GROUP frames (C-contiguous)."""
-        key = threading.get_ident()
-        buf = self._depth.get(key)
-        if buf is None:
-            buf = np.empty(self.shape, np.float32)
-            self._depth[key] = buf
-        return buf[:n]
+        return self._mine()[0][:n]
+
+    def samples(self, n: int) -> np.ndarray:
+        """The calling thread's colour buffer of ``n`` <= GROUP frames at the drawn size."""
+        return self._mine()[1][:n]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,7 +357,7 @@ class FetchBase(Family):
             geom_xmat=np.zeros((batch, sc.ngeom, 9)), moved=np.zeros(batch, np.bool_))
 
     def new_workspace(self, batch):
-        return FetchWorkspace(*self.frame_shape)
+        return FetchWorkspace(*self.frame_shape, self.params.antialias)
 
     # -- physics helpers ----------------------------------------------------------------
     def _start_rows(self, state, rows):
@@ -562,6 +581,21 @@ class FetchBase(Family):
         return state
 
     # -- pixels -------------------------------------------------------------------------
+    @classmethod
+    def consumer_overrides(cls, params, max_long_side):
+        """Views drawn at the size the consumer shows them (960x480 -> 336x168 for a long side
+        of 336), each pixel the mean of CONSUMER_ANTIALIAS x CONSUMER_ANTIALIAS samples, which
+        is what makes the frame look like the reference's full frame downscaled (measured in
+        tests/test_fetch_frames.py). The OpenGL renderer keeps its own size."""
+        if params.renderer != "raster":
+            return {}
+        views = 2 if params.use_follow_camera else 1
+        width, height = fit_long_side(params.width * views, params.height, max_long_side)
+        if (width, height) == (params.width * views, params.height):
+            return {}
+        return {"width": max(16, round(width / views)), "height": max(16, height),
+                "antialias": CONSUMER_ANTIALIAS}
+
     def _cameras(self, state, rows):
         """Per view: (azimuth, elevation, distance, lookat) arrays over ``rows`` of the free
         cameras (the jittered front view, then the gripper-follow view)."""
@@ -597,10 +631,18 @@ class FetchBase(Family):
                 groups.append((rows[start], rows[k - 1] + 1, draws[lo:hi]))
                 start = k
 
+        aa = self.params.antialias
+
         def draw(group):
             r0, r1, part = group
-            raster3d.draw_list(frames[r0:r1], work.depth(r1 - r0), part, first_frame=r0,
-                               clear=BACKGROUND_RGB)
+            if aa == 1:
+                raster3d.draw_list(frames[r0:r1], work.depth(r1 - r0), part, first_frame=r0,
+                                   clear=BACKGROUND_RGB)
+            else:
+                samples = work.samples(r1 - r0)
+                raster3d.draw_list(samples, work.depth(r1 - r0), part, first_frame=r0,
+                                   clear=BACKGROUND_RGB)
+                raster3d.downsample(samples, frames[r0:r1], aa)
 
         threads = os.cpu_count() or 1
         if threads > 1 and len(groups) > 1:
@@ -624,6 +666,7 @@ class FetchBase(Family):
         ng = len(me.geoms)
         views = self._views(state, rows)
         nviews = len(views)
+        width, height = p.width * p.antialias, p.height * p.antialias   # drawn size of a view
         proj = cam.perspective_fov_y(FOVY_DEG, p.width / p.height, 0.01, 20.0)
         # Geom model matrices, then the target sphere's.
         models = np.zeros((n, ng + 1, 4, 4))
@@ -645,18 +688,17 @@ class FetchBase(Family):
             lateral - me.radius * 1.5 < (along + me.radius) * tan_half * 1.5)
         r, v, g = np.nonzero(visible)
         # Level of detail: metres per pixel at the geom's depth.
-        footprint = 2.0 * tan_half * np.maximum(along[r, v, g], 1e-6) / p.height
+        footprint = 2.0 * tan_half * np.maximum(along[r, v, g], 1e-6) / height
         level = np.searchsorted(me.cells, LOD_PIXELS * footprint, side="right") - 1
         level = np.maximum(level, 0)
         # One light standing for MuJoCo's two: the downward directional light (diffuse 0.8)
         # and the headlight (diffuse 0.4, from the camera).
         light = 0.8 * np.array([0.0, 0.0, 1.0]) - 0.4 * fwd        # (n, views, 3)
         strength = np.linalg.norm(light, axis=-1)
-        viewport = np.array([[k * p.width, 0, p.width, p.height] for k in range(nviews)],
-                            np.int64)
+        viewport = np.array([[k * width, 0, width, height] for k in range(nviews)], np.int64)
         draws = raster3d.DrawList(
             me.table, rows[r], me.starts[level, g], me.stops[level, g], view_proj[r, v],
-            num_frames=int(rows.max()) + 1, frame_hw=(p.height, nviews * p.width),
+            num_frames=int(rows.max()) + 1, frame_hw=(height, nviews * width),
             model=models[r, g], light_dir=light[r, v] / strength[r, v, None], ambient=0.3,
             diffuse=strength[r, v], viewport=viewport[v])
         return draws, r

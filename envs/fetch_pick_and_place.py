@@ -64,7 +64,7 @@ _PROMPT = (
 
 class FetchPickAndPlace(FetchBase):
     name = "fetch_pick_and_place"
-    version = 2
+    version = 3   # 3: robot meshes at a level of detail chosen by their size on screen
     Params = FetchParams
     presets = {
         "easy": FetchParams(distance_threshold=0.05, camera_jitter_lookat=0.2),

@@ -50,7 +50,7 @@ _REACH_PROMPT = (
 
 class FetchReach(FetchBase):
     name = "fetch_reach"
-    version = 2
+    version = 3   # 3: robot meshes at a level of detail chosen by their size on screen
     Params = FetchParams
     presets = {"easy": FetchParams(), "hard": FetchParams()}
     grammar = Grammar([MOVE_SPEC, STOP])

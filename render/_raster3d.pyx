@@ -39,6 +39,7 @@ cdef enum:
     SUB = 256            # sub-pixel steps per pixel
     HALF = 128           # pixel centre offset in sub-pixel units
     MAXV = 12            # vertices of a polygon clipped by 6 planes, with room to spare
+    SMALL_TRI = 8        # solid triangles narrower than this many pixels test their whole box
 
 # Guard band: |x|, |y| <= GUARD * w in clip space, i.e. GUARD times the viewport half-size. It
 # bounds screen coordinates so 64-bit edge functions cannot overflow, and it lies outside the
@@ -264,6 +265,9 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
         g[i][0] = av[i][0]
         g[i][1] = ((av[i][1] - av[i][0]) * e2y - (av[i][2] - av[i][0]) * e1y) / d
         g[i][2] = ((av[i][2] - av[i][0]) * e1x - (av[i][1] - av[i][0]) * e2x) / d
+    if s.solid and xmax - xmin < SMALL_TRI:
+        _small_solid(frame, depth, W, xmin, xmax, ymin, ymax, A, Bc, C, x0d, y0d, g, s)
+        return
     # Per edge, the pixel index where its half-plane starts (A > 0) or ends (A < 0) on row y is
     # close to alpha + beta * y; a cheap floating estimate that the integer edge function then
     # corrects by a step or two, so the per-row cost is a few multiplies (per-row integer
@@ -315,6 +319,46 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
             _span_nearest(drow, prow, xa, xb, z, iw, uw, vw, lw, g, s)
         else:
             _span_general(drow, prow, xa, xb, z, iw, uw, vw, lw, g, s)
+
+
+cdef void _small_solid(u8* frame, float* depth, i64 W, i64 xmin, i64 xmax, i64 ymin, i64 ymax,
+                       i64* A, i64* Bc, i64* C, double x0d, double y0d, double g[5][3],
+                       Shade* s) noexcept nogil:
+    """A solid triangle whose box is under SMALL_TRI pixels wide: every pixel centre of the box
+    is tested against the three edge functions (stepped by one addition each), which for a few
+    pixels costs less than solving each row's span. The covered pixels and their depths are the
+    ones the span path finds: a row's depth starts from the plane at its first covered pixel and
+    steps by dz, as there."""
+    cdef i64 y, x, py, e0, e1, e2, s0 = A[0] * SUB, s1 = A[1] * SUB, s2 = A[2] * SUB, px0
+    cdef double z = 0.0, dz = g[0][1]
+    cdef int started
+    cdef float* drow
+    cdef u8* q
+    px0 = xmin * SUB + HALF
+    for y in range(ymin, ymax + 1):
+        py = y * SUB + HALF
+        e0 = A[0] * px0 + Bc[0] * py + C[0]
+        e1 = A[1] * px0 + Bc[1] * py + C[1]
+        e2 = A[2] * px0 + Bc[2] * py + C[2]
+        drow = depth + y * W
+        started = 0
+        for x in range(xmin, xmax + 1):
+            if (e0 | e1 | e2) >= 0:
+                if not started:
+                    z = g[0][0] + g[0][1] * (x + 0.5 - x0d) + g[0][2] * (y + 0.5 - y0d)
+                    started = 1
+                if z < drow[x]:
+                    drow[x] = <float>z
+                    q = frame + (y * W + x) * 3
+                    q[0] = s.c0
+                    q[1] = s.c1
+                    q[2] = s.c2
+                z += dz
+            elif started:
+                break
+            e0 += s0
+            e1 += s1
+            e2 += s2
 
 
 cdef inline void _put(u8* px, double r, double g, double b, double light) noexcept nogil:
@@ -993,3 +1037,31 @@ def raycast_grid(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1]
                     out[3 * x + 2] = q[2]
     free(c_top); free(c_bot); free(c_t); free(c_iu); free(c_v0); free(c_dv); free(c_z)
     free(c_dx); free(c_dz)
+
+
+# ---------------------------------------------------------------------------------------------
+# supersampling
+
+def downsample(const u8[:, :, :, ::1] src, u8[:, :, :, ::1] dst, int factor):
+    """dst[k] = the mean of each factor x factor block of src[k] (rounded half up), for the
+    first src.shape[0] frames; src is (n, H * factor, W * factor, 3), dst (>= n, H, W, 3)."""
+    cdef Py_ssize_t n = src.shape[0], H = dst.shape[1], W = dst.shape[2]
+    cdef Py_ssize_t k, y, x, fy, fx, c
+    cdef int area = factor * factor, half = area // 2
+    cdef unsigned int acc[3]
+    cdef const u8* row
+    with nogil:
+        for k in range(n):
+            for y in range(H):
+                for x in range(W):
+                    acc[0] = 0
+                    acc[1] = 0
+                    acc[2] = 0
+                    for fy in range(factor):
+                        row = &src[k, y * factor + fy, x * factor, 0]
+                        for fx in range(factor):
+                            acc[0] += row[3 * fx]
+                            acc[1] += row[3 * fx + 1]
+                            acc[2] += row[3 * fx + 2]
+                    for c in range(3):
+                        dst[k, y, x, c] = <u8>((acc[c] + half) // area)

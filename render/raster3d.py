@@ -30,8 +30,8 @@ import numpy as np
 from . import _raster3d
 from .raster import _colors, _frames, _idx, _per_item
 
-__all__ = ["FLAG_LIT", "FLAG_TWO_SIDED", "DrawList", "MeshTable", "clear", "draw_list",
-           "draw_meshes", "raycast_grid", "pack_textures", "uv_sphere"]
+__all__ = ["FLAG_LIT", "FLAG_TWO_SIDED", "DrawList", "MeshTable", "clear", "downsample",
+           "draw_list", "draw_meshes", "raycast_grid", "pack_textures", "uv_sphere"]
 
 FLAG_LIT = 1
 FLAG_TWO_SIDED = 2
@@ -321,6 +321,22 @@ def draw_meshes(frames: np.ndarray, depth: np.ndarray, idx, vertices: np.ndarray
                      frame_hw=frames.shape[1:3], model=model, light_dir=light_dir,
                      ambient=ambient, diffuse=diffuse, viewport=viewport)
     draw_list(frames, depth, draws, clear=clear)
+
+
+def downsample(samples: np.ndarray, frames: np.ndarray, factor: int) -> None:
+    """Supersampling's last step: ``frames[k]`` becomes the mean of each factor x factor block of
+    ``samples[k]`` (rounded half up) for every k < len(samples). samples uint8[n, H * factor,
+    W * factor, 3], frames uint8[>= n, H, W, 3], both C-contiguous."""
+    samples = _frames(samples)
+    frames = _frames(frames)
+    if not (isinstance(factor, (int, np.integer)) and 1 <= factor <= 16):
+        raise ValueError(f"factor: expected an integer in [1, 16], got {factor!r}")
+    n, h, w = samples.shape[:3]
+    if frames.shape[0] < n or (h, w) != (frames.shape[1] * factor, frames.shape[2] * factor):
+        raise ValueError(f"samples must have shape (n, {frames.shape[1] * factor}, "
+                         f"{frames.shape[2] * factor}, 3) with n <= {frames.shape[0]} for frames "
+                         f"of shape {frames.shape} and factor {factor}, got {samples.shape}")
+    _raster3d.downsample(samples, frames, int(factor))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,12 +17,30 @@ import warnings
 import numpy as np
 from PIL import Image
 
+from ..core.validate import integer
 from . import _resize
 
-__all__ = ["LanczosResizer", "pillow_resize"]
+__all__ = ["LanczosResizer", "fit_long_side", "pillow_resize"]
 
 _PRECISION_BITS = 22
 _SUPPORT = 3.0
+
+
+def fit_long_side(width: int, height: int, max_long_side: int | None) -> tuple[int, int]:
+    """Size (w, h) after fitting the long side into ``max_long_side`` (None = keep the size).
+
+    Scales both sides by L / max(w, h) and truncates; never upscales; each side stays >= 1 px
+    (a 10000x1 strip would otherwise lose its short side).
+    """
+    width = integer("width", width, 1)
+    height = integer("height", height, 1)
+    if max_long_side is None:
+        return width, height
+    limit = integer("max_long_side", max_long_side, 1)
+    long_side = max(width, height)
+    if long_side <= limit:
+        return width, height
+    return max(1, width * limit // long_side), max(1, height * limit // long_side)
 
 
 def pillow_resize(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
