@@ -119,6 +119,12 @@ def run(args) -> int:
     make_kwargs = json.loads(args.make_kwargs) if args.make_kwargs else {}
     if not isinstance(make_kwargs, dict):
         raise SystemExit("--make-kwargs: expected a JSON object, e.g. '{\"backend\": \"mjx\"}'")
+    if args.max_long_side:
+        from ..core.registry import consumer_kwargs
+
+        # The env the evaluation runner and the demonstration synthesizer make for JPEGs of
+        # this long side (Family.consumer_overrides): Fetch draws its views at that size.
+        make_kwargs = consumer_kwargs(args.env, make_kwargs, args.max_long_side)
     report = {"machine": _machine(), "env": args.env, "make_kwargs": make_kwargs, "results": []}
     m = report["machine"]
     print(f"machine: {m['cpu']}, {m['cores']} cores, python {m['python']}, numpy {m['numpy']}, "
@@ -155,4 +161,8 @@ def add_parser(sub) -> None:
     p.add_argument("--make-kwargs", default=None, metavar="JSON",
                    help="keyword arguments for make() as a JSON object, e.g. "
                         "'{\"backend\": \"mjx\"}'")
+    p.add_argument("--max-long-side", type=int, default=None, metavar="PX",
+                   help="make the env as 'visgym eval' and 'visgym demos' do for images of this "
+                        "long side (families that can draw at that size do; default: the "
+                        "family's own frames)")
     p.set_defaults(run=run)

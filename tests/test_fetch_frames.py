@@ -1,0 +1,214 @@
+"""Fetch frames as consumers see them (issue 15): the views are drawn directly at the size of the
+evaluation runner's and the demonstration synthesizer's JPEGs, with 2x2 supersampling so that
+they look like the reference's full frame downscaled; robot meshes are drawn at a level of
+detail chosen by their size on screen; the rasterizer's draw lists, checked once, draw a batch
+in slices. A full-size frame must not change for any of this beyond a trace.
+"""
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import visgym
+from fake_openai import FakeOpenAI
+from visgym.bridges import demos
+from visgym.bridges import evaluate as evaluate_module
+from visgym.bridges.agents import OpenAIAgent
+from visgym.bridges.evaluate import EvalConfig, run_eval
+from visgym.bridges.imaging import encode_jpeg_b64
+from visgym.bridges.splits import load_split
+from visgym.core.registry import consumer_kwargs
+from visgym.envs import fetch_base
+from visgym.envs.fetch_base import FetchBase, FetchParams
+from visgym.render import camera as cam
+from visgym.render import raster3d, shapes3d
+
+KEY_ENV = "VISGYM_TEST_KEY"
+MOVES = ["move(0.6, -0.4, -0.5)", "move(-0.3, 0.5, 0.2)", "grip(-1)"]
+
+
+def _frames(env_id="fetch_pick_and_place/easy", batch=4, **kwargs):
+    """Frames of ``batch`` episodes after their reset and each of MOVES."""
+    env = visgym.make(env_id, num_envs=batch, autoreset="disabled", max_steps=None, **kwargs)
+    env.reset(seeds=range(batch))
+    shots = [env.frames.copy()]
+    for action in MOVES:
+        env.step([action] * batch)
+        shots.append(env.frames.copy())
+    return np.concatenate(shots)
+
+
+def _lanczos(frames, size):
+    return np.stack([np.asarray(Image.fromarray(f).resize(size, Image.Resampling.LANCZOS))
+                     for f in frames])
+
+
+def _mae(a, b):
+    return float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean())
+
+
+# ------------------------------------------------------------------------------ rasterizer
+
+@pytest.mark.parametrize("factor", [2, 3])
+def test_downsample_is_the_rounded_mean_of_each_block(factor):
+    rng = np.random.default_rng(factor)
+    samples = rng.integers(0, 256, (3, 5 * factor, 7 * factor, 3), dtype=np.uint8)
+    frames = np.full((4, 5, 7, 3), 9, np.uint8)
+    raster3d.downsample(samples, frames, factor)
+    blocks = samples.reshape(3, 5, factor, 7, factor, 3).astype(np.int64).sum((2, 4))
+    area = factor * factor
+    np.testing.assert_array_equal(frames[:3], (blocks + area // 2) // area)
+    assert (frames[3] == 9).all()   # frames past the samples are left alone
+
+
+def test_downsample_names_a_mismatched_shape():
+    with pytest.raises(ValueError, match="samples must have shape"):
+        raster3d.downsample(np.zeros((2, 10, 10, 3), np.uint8), np.zeros((2, 4, 4, 3), np.uint8), 2)
+    with pytest.raises(ValueError, match="factor"):
+        raster3d.downsample(np.zeros((1, 4, 4, 3), np.uint8), np.zeros((1, 4, 4, 3), np.uint8), 0)
+
+
+def test_a_draw_list_drawn_in_slices_equals_one_draw_meshes_call():
+    v, t = shapes3d.box((0.3, 0.2, 0.25))
+    rng = np.random.default_rng(0)
+    colors = rng.integers(0, 256, (len(t), 3), dtype=np.uint8)
+    n = 6
+    eye = np.stack([np.array([1.5, 1.0, 1.2]) * (1 + 0.1 * k) for k in range(n)])
+    view_proj = cam.perspective_fov_y(45.0, 1.0, 0.01, 20.0) @ cam.look_at(
+        eye, np.zeros((n, 3)), (0.0, 0.0, 1.0))
+    kw = dict(face_colors=colors, face_flags=raster3d.FLAG_LIT, light_dir=(0.2, 0.3, 1.0),
+              ambient=0.3, diffuse=0.7)
+    whole = np.zeros((n, 32, 32, 3), np.uint8)
+    raster3d.draw_meshes(whole, np.zeros((n, 32, 32), np.float32), np.arange(n), v, t, 0, len(t),
+                         view_proj, clear=(5, 6, 7), **kw)
+    table = raster3d.MeshTable(v, t, face_colors=colors, face_flags=raster3d.FLAG_LIT)
+    draws = raster3d.DrawList(table, np.arange(n), 0, len(t), view_proj, num_frames=n,
+                              frame_hw=(32, 32), light_dir=(0.2, 0.3, 1.0), ambient=0.3,
+                              diffuse=0.7)
+    parts = np.zeros_like(whole)
+    depth = np.zeros((4, 32, 32), np.float32)
+    for lo, hi in ((0, 4), (4, 6)):   # rows lo..hi-1 of the batch, drawn into their own slice
+        raster3d.draw_list(parts[lo:hi], depth[:hi - lo], draws[lo:hi], first_frame=lo,
+                           clear=(5, 6, 7))
+    np.testing.assert_array_equal(parts, whole)
+    assert len(np.unique(whole.reshape(-1, 3), axis=0)) > 3   # the boxes were drawn
+    with pytest.raises(TypeError, match="contiguous slices"):
+        draws[::2]
+    with pytest.raises(ValueError, match="idx values must lie in"):
+        raster3d.DrawList(table, [0, n], 0, len(t), view_proj[:2], num_frames=n,
+                          frame_hw=(32, 32))
+
+
+# ------------------------------------------------------------------------------ Fetch
+
+def test_consumer_overrides_fit_the_views_into_the_jpeg():
+    assert FetchBase.consumer_overrides(FetchParams(), 336) == {
+        "width": 168, "height": 168, "antialias": 2}
+    assert FetchBase.consumer_overrides(FetchParams(use_follow_camera=False), 336) == {
+        "width": 336, "height": 336, "antialias": 2}
+    # Nothing to do: no limit, a limit the frame already fits, or MuJoCo's own renderer.
+    assert FetchBase.consumer_overrides(FetchParams(), None) == {}
+    assert FetchBase.consumer_overrides(FetchParams(), 960) == {}
+    assert FetchBase.consumer_overrides(FetchParams(renderer="mujoco"), 336) == {}
+    # Through the registry: the episode's own keywords are kept, bad ones are refused.
+    assert consumer_kwargs("fetch_reach/easy", {"width": 320, "height": 240}, 336) == {
+        "width": 168, "height": 126, "antialias": 2}
+    assert consumer_kwargs("maze_2d/easy", {"render_mode": "rgb_array"}, 336) == {
+        "render_mode": "rgb_array"}
+    with pytest.raises(ValueError, match="antialias"):
+        visgym.make("fetch_reach/easy", antialias=5)
+
+
+def test_consumer_frames_look_like_the_full_frame_downscaled():
+    """Drawn at 168x168 a view with 2x2 samples per pixel is within a grey level of the full
+    480x480 view Lanczos-downscaled (what the reference's harness shows); one sample per pixel
+    is about twice as far off (stair-stepped edges)."""
+    reference = _lanczos(_frames(), (336, 168))
+    shown = _frames(**consumer_kwargs("fetch_pick_and_place/easy", {}, 336))
+    aliased = _frames(width=168, height=168, antialias=1)
+    assert shown.shape == reference.shape == (16, 168, 336, 3)
+    assert _mae(shown, reference) < 1.3
+    assert _mae(shown, reference) < 0.7 * _mae(aliased, reference)
+
+
+def test_level_of_detail_leaves_full_size_frames_as_they_were(monkeypatch):
+    lod = _frames(batch=2)
+    monkeypatch.setattr(fetch_base, "LOD_PIXELS", 0.0)   # every mesh at its finest level
+    finest = _frames(batch=2)
+    assert _mae(lod, finest) < 0.05
+
+
+def test_small_views_draw_coarser_meshes():
+    def drawn(width):
+        env = visgym.make("fetch_reach/easy", num_envs=2, width=width, height=width)
+        env.reset(seeds=[0, 1])
+        draws, _ = env.family._draw_list(env.state, np.arange(2))
+        return int((draws.tri_stop - draws.tri_start).sum())
+
+    assert drawn(168) < 0.85 * drawn(480)
+
+
+# ------------------------------------------------------------------------------ consumers
+
+@pytest.fixture
+def made(monkeypatch):
+    """The keywords of every env the evaluation runner makes."""
+    calls = []
+    real = evaluate_module.make
+
+    def spy(env_id, *args, **kwargs):
+        calls.append((env_id, {k: v for k, v in kwargs.items()
+                               if k in ("width", "height", "antialias")}))
+        return real(env_id, *args, **kwargs)
+
+    monkeypatch.setattr(evaluate_module, "make", spy)
+    monkeypatch.setenv(KEY_ENV, "sk-test-fetch-frames")
+    return calls
+
+
+def _first_images(requests) -> set:
+    """The base64 JPEG of each request's first image."""
+    out = set()
+    for req in requests:
+        user = next(m for m in req.body["messages"] if m["role"] == "user")
+        url = next(p["image_url"]["url"] for p in user["content"] if p["type"] == "image_url")
+        out.add(url.split(",", 1)[1])
+    return out
+
+
+@pytest.mark.parametrize("full_size", [False, True])
+def test_eval_draws_fetch_views_at_the_jpeg_size(tmp_path, made, full_size):
+    episodes = load_split("fetch_reach", "easy")[:2]
+    with FakeOpenAI(policy="garbage") as server:
+        agent = OpenAIAgent(model="fake", base_url=server.base_url, api_key_env=KEY_ENV,
+                            timeout_s=30.0)
+        run_eval(agent, EvalConfig(out=str(tmp_path / "out"), concurrency=2, max_steps=2,
+                                   gifs=False, progress=False, full_size_frames=full_size),
+                 episodes)
+        requests = server.requests_snapshot()
+    expected = {} if full_size else {"width": 168, "height": 168, "antialias": 2}
+    assert made and all(kwargs == expected for env_id, kwargs in made)
+    assert requests and all(set(r.image_sizes) == {(336, 168)} for r in requests)
+    # The first image of an episode is the JPEG of its reset frame drawn that way.
+    env = visgym.make("fetch_reach/easy", num_envs=1, autoreset="disabled", **expected)
+    env.reset(seeds=[episodes[0].episode_seed % 2**64], init_states=[episodes[0].init_state])
+    assert encode_jpeg_b64(env.frame(0), 336) in _first_images(requests)
+    settings = json.load(open(tmp_path / "out" / "run.json"))["settings"]
+    assert settings["full_size_frames"] is full_size
+
+
+def test_demos_draw_fetch_views_at_the_image_size(tmp_path):
+    cfg = demos.DemoConfig(task="fetch_reach", episodes=2, shard_size=2)
+    demos.generate([cfg], tmp_path / "shown", workers=1, progress=False)
+    full = demos.DemoConfig(task="fetch_reach", episodes=2, shard_size=2, full_size_frames=True)
+    demos.generate([full], tmp_path / "full", workers=1, progress=False)
+    shown = sorted((tmp_path / "shown").rglob("*.jpg"))
+    assert shown and len(shown) == len(sorted((tmp_path / "full").rglob("*.jpg")))
+    for path in shown:
+        other = tmp_path / "full" / path.relative_to(tmp_path / "shown")
+        a, b = (np.asarray(Image.open(p).convert("RGB")) for p in (path, other))
+        assert a.shape == b.shape == (168, 336, 3)
+        assert _mae(a, b) < 3.0      # the same scene, drawn two ways
+    assert demos.dataset_key(full, "x")["full_size_frames"] is True
+    assert "full_size_frames" not in demos.dataset_key(cfg, "x")   # keys made before it stay
