@@ -1046,22 +1046,40 @@ def downsample(const u8[:, :, :, ::1] src, u8[:, :, :, ::1] dst, int factor):
     """dst[k] = the mean of each factor x factor block of src[k] (rounded half up), for the
     first src.shape[0] frames; src is (n, H * factor, W * factor, 3), dst (>= n, H, W, 3)."""
     cdef Py_ssize_t n = src.shape[0], H = dst.shape[1], W = dst.shape[2]
-    cdef Py_ssize_t k, y, x, fy, fx, c
-    cdef int area = factor * factor, half = area // 2
-    cdef unsigned int acc[3]
-    cdef const u8* row
+    cdef Py_ssize_t k, y, x, fy, fx, c, sw = W * factor * 3
+    cdef unsigned int area = factor * factor, half = area // 2, r, g, b
+    cdef const u8* top
+    cdef const u8* p
+    cdef const u8* q
+    cdef u8* out
+    if n == 0 or H == 0 or W == 0:
+        return
     with nogil:
         for k in range(n):
             for y in range(H):
+                top = &src[k, y * factor, 0, 0]
+                out = &dst[k, y, 0, 0]
+                if factor == 2:
+                    p = top
+                    q = top + sw
+                    for x in range(W):
+                        out[0] = <u8>((p[0] + p[3] + q[0] + q[3] + 2) >> 2)
+                        out[1] = <u8>((p[1] + p[4] + q[1] + q[4] + 2) >> 2)
+                        out[2] = <u8>((p[2] + p[5] + q[2] + q[5] + 2) >> 2)
+                        p += 6
+                        q += 6
+                        out += 3
+                    continue
                 for x in range(W):
-                    acc[0] = 0
-                    acc[1] = 0
-                    acc[2] = 0
+                    r = g = b = 0
                     for fy in range(factor):
-                        row = &src[k, y * factor + fy, x * factor, 0]
+                        p = top + fy * sw + x * factor * 3
                         for fx in range(factor):
-                            acc[0] += row[3 * fx]
-                            acc[1] += row[3 * fx + 1]
-                            acc[2] += row[3 * fx + 2]
-                    for c in range(3):
-                        dst[k, y, x, c] = <u8>((acc[c] + half) // area)
+                            r += p[0]
+                            g += p[1]
+                            b += p[2]
+                            p += 3
+                    out[0] = <u8>((r + half) // area)
+                    out[1] = <u8>((g + half) // area)
+                    out[2] = <u8>((b + half) // area)
+                    out += 3
