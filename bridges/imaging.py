@@ -30,7 +30,6 @@ import io
 import numpy as np
 from PIL import Image
 
-from ..core.validate import integer
 from ..render.jpeg import JpegStream, pillow_jpeg
 from ..render.resize import LanczosResizer, fit_long_side, pillow_resize
 
