@@ -13,7 +13,10 @@ the MJX variant of the same MJCF, robot meshes out of collision, the whole batch
 jitted function; ``impl`` "jax" or "warp"; meant for accelerators). Frames are the two 480x480
 free-camera views of the reference side by side (jittered front view | view following the grip
 point), drawn by the shared z-buffered rasterizer from the model's geom poses and meshes with
-Lambert light (robot meshes simplified by 4 mm vertex clustering, render/shapes3d.cluster);
+Lambert light (robot meshes simplified by vertex clustering at three levels of detail,
+render/shapes3d.cluster, a draw taking the coarsest that stays within two drawn pixels), with
+``antialias`` x ``antialias`` samples per pixel when asked (the evaluation runner and the
+demonstration synthesizer draw the views at the size they show, with 2 x 2);
 MuJoCo's OpenGL renderer (``renderer="mujoco"``, envs/fetch_gl.py) draws the same views where an
 OpenGL context exists.
 
@@ -30,7 +33,8 @@ Deviations from the reference, on purpose, shared by both families:
   within 10 m, every ``sim_state`` entry within a per-component bound, fetch_sim.Scene), so an
   absurd but finite value is refused naming its field.
 - The frames are rasterised, not OpenGL-rendered: flat Lambert shading with one combined light
-  (top light + headlight), no specular highlights, no anti-aliasing.
+  (top light + headlight), no specular highlights; one sample per pixel unless ``antialias``
+  asks for more (the reference's frames are multisampled and then downscaled by its harness).
 - A simulation that diverges (non-finite state, or MuJoCo's own bad-acceleration reset) restores
   the episode's start and reports it in the feedback instead of continuing from MuJoCo's model
   default.
