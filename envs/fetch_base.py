@@ -14,7 +14,7 @@ jitted function; ``impl`` "jax" or "warp"; meant for accelerators). Frames are t
 free-camera views of the reference side by side (jittered front view | view following the grip
 point), drawn by the shared z-buffered rasterizer from the model's geom poses and meshes with
 Lambert light (robot meshes simplified by vertex clustering at three levels of detail,
-render/shapes3d.cluster, a draw taking the coarsest that stays within two drawn pixels), with
+render/shapes3d.cluster, a draw taking the coarsest that stays within two frame pixels), with
 ``antialias`` x ``antialias`` samples per pixel when asked (the evaluation runner and the
 demonstration synthesizer draw the views at the size they show, with 2 x 2);
 MuJoCo's OpenGL renderer (``renderer="mujoco"``, envs/fetch_gl.py) draws the same views where an
@@ -69,9 +69,10 @@ UNSTABLE_CODE = FAMILY_BASE  # see feedback_texts
 BACKGROUND_RGB = (114, 219, 145)   # the reference's skybox as rendered
 FOVY_DEG = 45.0
 # Levels of detail of the robot meshes: vertex-clustering cells (34.5 k triangles -> 13.5 k, 6.9 k,
-# 3 k). A draw uses the coarsest level whose cell is at most LOD_PIXELS drawn pixels where the
-# geom stands, so a full-size view keeps the 4 mm level and a small or distant view draws fewer,
-# sub-pixel triangles that barely change its picture (measured in docs/NOTES.md).
+# 3 k). A draw uses the coarsest level whose cell is at most LOD_PIXELS pixels of the frame where
+# the geom stands (with supersampling, 2 * antialias drawn pixels), so a full-size view keeps the
+# 4 mm level and a small or distant view draws fewer, sub-pixel triangles that barely change its
+# picture (measured in docs/NOTES.md).
 CLUSTER_LEVELS = (0.004, 0.008, 0.016)
 LOD_PIXELS = 2.0
 CONSUMER_ANTIALIAS = 2   # samples per pixel side when drawing at a consumer's size
@@ -691,8 +692,8 @@ class FetchBase(Family):
         visible = (along > -me.radius) & (
             lateral - me.radius * 1.5 < (along + me.radius) * tan_half * 1.5)
         r, v, g = np.nonzero(visible)
-        # Level of detail: metres per pixel at the geom's depth.
-        footprint = 2.0 * tan_half * np.maximum(along[r, v, g], 1e-6) / height
+        # Level of detail: metres per frame pixel at the geom's depth.
+        footprint = 2.0 * tan_half * np.maximum(along[r, v, g], 1e-6) / p.height
         level = np.searchsorted(me.cells, LOD_PIXELS * footprint, side="right") - 1
         level = np.maximum(level, 0)
         # One light standing for MuJoCo's two: the downward directional light (diffuse 0.8)
