@@ -168,6 +168,10 @@ class FetchParams:
                              f"{self.backend!r}, got {describe(self.impl)}")
         # The Cython rasterizer (default), or MuJoCo's OpenGL renderer.
         one_of("renderer", self.renderer, ("raster", "mujoco"))
+        if self.antialias != 1 and self.renderer != "raster":
+            raise ValueError(f"antialias: only used with renderer='raster' (MuJoCo's renderer "
+                             f"keeps its own multisampling), got {self.antialias} with "
+                             f"renderer {self.renderer!r}")
 
 
 class FetchState(NamedTuple):

@@ -118,6 +118,10 @@ def test_consumer_overrides_fit_the_views_into_the_jpeg():
         "render_mode": "rgb_array"}
     with pytest.raises(ValueError, match="antialias"):
         visgym.make("fetch_reach/easy", antialias=5)
+    with pytest.raises(ValueError, match="antialias: only used with renderer='raster'"):
+        FetchParams(renderer="mujoco", antialias=2)
+    with pytest.raises(ValueError, match="antialias: width and height times antialias"):
+        FetchParams(width=1024, height=1024, antialias=3)
 
 
 def test_consumer_frames_look_like_the_full_frame_downscaled():
