@@ -195,8 +195,9 @@ class FetchWorkspace:
     threads never share one): a depth buffer of GROUP frames at the drawn size (the frame size
     times ``antialias``), and with antialias > 1 the drawn colour frames before averaging."""
 
-    def __init__(self, height: int, width: int, antialias: int = 1):
+    def __init__(self, height: int, width: int, antialias: int = 1, views: int = 1):
         self.antialias = antialias
+        self.views = views
         self.shape = (GROUP, height * antialias, width * antialias)
         self._buffers = {}
 
@@ -215,6 +216,17 @@ class FetchWorkspace:
     def samples(self, n: int) -> np.ndarray:
         """The calling thread's colour buffer of ``n`` <= GROUP frames at the drawn size."""
         return self._mine()[1][:n]
+
+    def view_buffers(self, n: int) -> tuple:
+        """The calling thread's colour and depth buffers of ``n`` <= GROUP one-view frames at
+        the drawn size (a view drawn on its own)."""
+        key = (threading.get_ident(), "view")
+        bufs = self._buffers.get(key)
+        if bufs is None:
+            shape = (GROUP, self.shape[1], self.shape[2] // self.views)
+            bufs = self._buffers[key] = (np.empty(shape + (3,), np.uint8),
+                                         np.empty(shape, np.float32))
+        return bufs[0][:n], bufs[1][:n]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,7 +378,8 @@ class FetchBase(Family):
             geom_xmat=np.zeros((batch, sc.ngeom, 9)), moved=np.zeros(batch, np.bool_))
 
     def new_workspace(self, batch):
-        return FetchWorkspace(*self.frame_shape, self.params.antialias)
+        return FetchWorkspace(*self.frame_shape, self.params.antialias,
+                              2 if self.params.use_follow_camera else 1)
 
     # -- physics helpers ----------------------------------------------------------------
     def _start_rows(self, state, rows):
@@ -626,49 +639,65 @@ class FetchBase(Family):
         rows = np.ascontiguousarray(rows, np.int64)
         if rows.size == 0:
             return
-        if self.params.renderer == "mujoco":
+        p = self.params
+        if p.renderer == "mujoco":
             self._render_gl(state, frames, rows)
             return
-        draws, draw_row = self._draw_list(state, rows)
         # Consecutive runs of rows, at most GROUP frames each, share one depth buffer; the runs
-        # go to a pool of threads (the rasterizer releases the GIL).
-        groups = []
+        # go to a pool of threads (the rasterizer releases the GIL). With fewer runs than
+        # threads (one episode, a few), each view of a run is a task of its own instead.
+        runs = []
         start = 0
         for k in range(1, rows.size + 1):
             if k == rows.size or rows[k] != rows[k - 1] + 1 or k - start >= GROUP:
-                lo, hi = np.searchsorted(draw_row, (start, k))
-                groups.append((rows[start], rows[k - 1] + 1, draws[lo:hi]))
+                runs.append((start, k))
                 start = k
-
-        aa = self.params.antialias
-
-        def draw(group):
-            r0, r1, part = group
-            if aa == 1:
-                raster3d.draw_list(frames[r0:r1], work.depth(r1 - r0), part, first_frame=r0,
-                                   clear=BACKGROUND_RGB)
-            else:
-                samples = work.samples(r1 - r0)
-                raster3d.draw_list(samples, work.depth(r1 - r0), part, first_frame=r0,
-                                   clear=BACKGROUND_RGB)
-                raster3d.downsample(samples, frames[r0:r1], aa)
-
         threads = os.cpu_count() or 1
-        if threads > 1 and len(groups) > 1:
-            list(self._render_pool.map(draw, groups))
+        apart = threads > 1 and len(runs) < threads and p.use_follow_camera
+        tasks = []
+        for view, (draws, draw_row) in enumerate(self._draw_lists(state, rows, apart)):
+            for start, k in runs:
+                lo, hi = np.searchsorted(draw_row, (start, k))
+                tasks.append((int(rows[start]), int(rows[k - 1]) + 1, view if apart else None,
+                              draws[lo:hi]))
+        if threads > 1 and len(tasks) > 1:
+            list(self._render_pool.map(lambda task: self._draw_task(frames, work, *task), tasks))
         else:
-            for group in groups:
-                draw(group)
+            for task in tasks:
+                self._draw_task(frames, work, *task)
+
+    def _draw_task(self, frames, work, r0, r1, view, draws):
+        """Draw frames r0..r1-1 (both views, or only ``view``, drawn on its own) from
+        ``draws``; supersampled frames are drawn into the thread's buffers and averaged."""
+        p = self.params
+        aa = p.antialias
+        n = r1 - r0
+        if view is None:
+            depth = work.depth(n)
+            target = frames[r0:r1] if aa == 1 else work.samples(n)
+        else:
+            target, depth = work.view_buffers(n)
+        raster3d.draw_list(target, depth, draws, first_frame=r0, clear=BACKGROUND_RGB)
+        # A frame no draw reached (every geom culled) still gets its background.
+        missing = np.setdiff1d(np.arange(n), draws.idx - r0)
+        if missing.size:
+            raster3d.clear(target, depth, missing, BACKGROUND_RGB)
+        x = 0 if view is None else view * p.width
+        if aa > 1:
+            raster3d.downsample(target, frames[r0:r1], aa, x)
+        elif view is not None:
+            frames[r0:r1, :, x:x + p.width] = target
 
     def render_after_step(self, state, frames, work):
         rows = np.flatnonzero(state.moved)
         if rows.size:
             self.render_rows(state, frames, rows, work)
 
-    def _draw_list(self, state, rows):
-        """The draws of every view of ``rows`` (one per visible geom, ordered by row, then view,
-        then geom) as a ``raster3d.DrawList`` with frame = batch row, and each draw's position
-        in ``rows``."""
+    def _draw_lists(self, state, rows, apart: bool = False):
+        """The draws of ``rows`` (one per visible geom, ordered by row, then view, then geom)
+        with frame = batch row, as [(raster3d.DrawList, each draw's position in rows)]: one list
+        of every view side by side, or with ``apart`` one list per view, each drawn on its own
+        (viewport at x = 0 of a one-view frame)."""
         p = self.params
         me = self.meshes
         n = len(rows)
@@ -705,12 +734,19 @@ class FetchBase(Family):
         light = 0.8 * np.array([0.0, 0.0, 1.0]) - 0.4 * fwd        # (n, views, 3)
         strength = np.linalg.norm(light, axis=-1)
         viewport = np.array([[k * width, 0, width, height] for k in range(nviews)], np.int64)
-        draws = raster3d.DrawList(
-            me.table, rows[r], me.starts[level, g], me.stops[level, g], view_proj[r, v],
-            num_frames=int(rows.max()) + 1, frame_hw=(height, nviews * width),
-            model=models[r, g], light_dir=light[r, v] / strength[r, v, None], ambient=0.3,
-            diffuse=strength[r, v], viewport=viewport[v])
-        return draws, r
+        light_dir = light[r, v] / strength[r, v, None]
+
+        def draw_list(sel, frame_width, vp):
+            return raster3d.DrawList(
+                me.table, rows[r[sel]], me.starts[level[sel], g[sel]],
+                me.stops[level[sel], g[sel]], view_proj[r[sel], v[sel]],
+                num_frames=int(rows.max()) + 1, frame_hw=(height, frame_width),
+                model=models[r[sel], g[sel]], light_dir=light_dir[sel], ambient=0.3,
+                diffuse=strength[r[sel], v[sel]], viewport=vp)
+
+        if not apart:
+            return [(draw_list(slice(None), nviews * width, viewport[v]), r)]
+        return [(draw_list(v == k, width, viewport[0]), r[v == k]) for k in range(nviews)]
 
     def gl_renderer(self):
         """The OpenGL renderer (created on first use; RuntimeError without an OpenGL context)."""

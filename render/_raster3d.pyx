@@ -183,8 +183,11 @@ cdef inline u8 _to_u8(double c) noexcept nogil:
 
 
 cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
-                      i64 cx0, i64 cy0, i64 cx1, i64 cy1, Shade* s) noexcept nogil:
-    """Scan-convert one screen-space triangle into the scissor [cx0, cx1) x [cy0, cy1)."""
+                      i64 cx0, i64 cy0, i64 cx1, i64 cy1, i64 ox, i64 oy,
+                      Shade* s) noexcept nogil:
+    """Scan-convert one screen-space triangle into the scissor [cx0, cx1) x [cy0, cy1). The
+    vertices and the scissor are in the coordinates of a viewport whose top-left pixel is
+    (ox, oy) of the frame, so a view's picture does not depend on where it is placed."""
     cdef i64 X[3]
     cdef i64 Y[3]
     cdef i64 A[3]
@@ -266,7 +269,7 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
         g[i][1] = ((av[i][1] - av[i][0]) * e2y - (av[i][2] - av[i][0]) * e1y) / d
         g[i][2] = ((av[i][2] - av[i][0]) * e1x - (av[i][1] - av[i][0]) * e2x) / d
     if s.solid and xmax - xmin < SMALL_TRI:
-        _small_solid(frame, depth, W, xmin, xmax, ymin, ymax, A, Bc, C, x0d, y0d, g, s)
+        _small_solid(frame, depth, W, xmin, xmax, ymin, ymax, A, Bc, C, x0d, y0d, g, ox, oy, s)
         return
     # Per edge, the pixel index where its half-plane starts (A > 0) or ends (A < 0) on row y is
     # close to alpha + beta * y; a cheap floating estimate that the integer edge function then
@@ -306,8 +309,8 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
         px = xa + 0.5 - x0d
         pyd = y + 0.5 - y0d
         z = g[0][0] + g[0][1] * px + g[0][2] * pyd
-        drow = depth + y * W
-        prow = frame + y * W * 3
+        drow = depth + (y + oy) * W + ox
+        prow = frame + ((y + oy) * W + ox) * 3
         if s.solid:
             _span_solid(drow, prow, xa, xb, z, g[0][1], s.c0, s.c1, s.c2)
             continue
@@ -323,7 +326,7 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
 
 cdef void _small_solid(u8* frame, float* depth, i64 W, i64 xmin, i64 xmax, i64 ymin, i64 ymax,
                        i64* A, i64* Bc, i64* C, double x0d, double y0d, double g[5][3],
-                       Shade* s) noexcept nogil:
+                       i64 ox, i64 oy, Shade* s) noexcept nogil:
     """A solid triangle whose box is under SMALL_TRI pixels wide: every pixel centre of the box
     is tested against the three edge functions (stepped by one addition each), which for a few
     pixels costs less than solving each row's span. The covered pixels and their depths are the
@@ -340,7 +343,7 @@ cdef void _small_solid(u8* frame, float* depth, i64 W, i64 xmin, i64 xmax, i64 y
         e0 = A[0] * px0 + Bc[0] * py + C[0]
         e1 = A[1] * px0 + Bc[1] * py + C[1]
         e2 = A[2] * px0 + Bc[2] * py + C[2]
-        drow = depth + y * W
+        drow = depth + (y + oy) * W + ox
         started = 0
         for x in range(xmin, xmax + 1):
             if (e0 | e1 | e2) >= 0:
@@ -349,7 +352,7 @@ cdef void _small_solid(u8* frame, float* depth, i64 W, i64 xmin, i64 xmax, i64 y
                     started = 1
                 if z < drow[x]:
                     drow[x] = <float>z
-                    q = frame + (y * W + x) * 3
+                    q = frame + ((y + oy) * W + ox + x) * 3
                     q[0] = s.c0
                     q[1] = s.c1
                     q[2] = s.c2
@@ -500,8 +503,8 @@ cdef enum:
     CLIP_BITS = 63 << 5
 
 
-cdef inline void _transform_vertex(const float* p, double M[4][4], double P[4][4], double vx,
-                                   double vy, double vw_, double vh_, double* out,
+cdef inline void _transform_vertex(const float* p, double M[4][4], double P[4][4],
+                                   double vw_, double vh_, double* out,
                                    int* code) noexcept nogil:
     """World and clip position of one vertex (as the per-triangle path computes them), its
     outcodes, and its screen vertex when no clip plane cuts it."""
@@ -533,8 +536,8 @@ cdef inline void _transform_vertex(const float* p, double M[4][4], double P[4][4
     code[0] = c
     if (c & CLIP_BITS) == 0:
         tx = 1.0 / w
-        out[7] = vx + (x * tx + 1.0) * 0.5 * vw_
-        out[8] = vy + (1.0 - y * tx) * 0.5 * vh_
+        out[7] = (x * tx + 1.0) * 0.5 * vw_       # viewport coordinates
+        out[8] = (1.0 - y * tx) * 0.5 * vh_
         out[9] = z * tx
         out[10] = tx
 
@@ -589,13 +592,13 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
     cdef Py_ssize_t N = idx.shape[0], NV = verts.shape[0], NT = tris.shape[0]
     cdef Py_ssize_t NR = rects.shape[0], NUV = uvs.shape[0], NN = normals.shape[0]
     cdef Py_ssize_t n, t, k, m, i, j, plane
-    cdef i64 b, cx0, cy0, cx1, cy1
+    cdef i64 b, cx0, cy0, cx1, cy1, ox, oy
     cdef i64 vi[3]
     cdef double M[4][4]
     cdef double P[4][4]
     cdef double wp[3][3]
     cdef double wn[3]
-    cdef double nx, ny, nz, nlen, lx, ly, lz, llen, amb, dif, det, vx, vy, vw_, vh_, sgn
+    cdef double nx, ny, nz, nlen, lx, ly, lz, llen, amb, dif, det, vw_, vh_, sgn
     cdef double ex1, ey1, ez1, ex2, ey2, ez2, px, py, pz, tx, umin, umax, vmin, vmax
     cdef int front, flags, tex, outside, need
     cdef CV poly[MAXV]
@@ -635,8 +638,6 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
             if pending_clear[b]:
                 _clear_frame(frame, dep, H, W, clear_rgb[0], clear_rgb[1], clear_rgb[2])
                 pending_clear[b] = 0
-            vx = <double>viewport[n, 0]
-            vy = <double>viewport[n, 1]
             vw_ = <double>viewport[n, 2]
             vh_ = <double>viewport[n, 3]
             cx0 = viewport[n, 0] if viewport[n, 0] > 0 else 0
@@ -647,6 +648,14 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
             if cy1 > H: cy1 = H
             if cx1 <= cx0 or cy1 <= cy0:
                 continue
+            # From here on, coordinates are the viewport's: pixel (x, y) is frame pixel
+            # (ox + x, oy + y).
+            ox = viewport[n, 0]
+            oy = viewport[n, 1]
+            cx0 -= ox
+            cx1 -= ox
+            cy0 -= oy
+            cy1 -= oy
             for i in range(4):
                 for j in range(4):
                     P[i][j] = view_proj[n, i, j]
@@ -678,7 +687,7 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
                 # World (model) and clip positions, from the cache.
                 for k in range(3):
                     if vstamp[vi[k]] != n:
-                        _transform_vertex(&verts[vi[k], 0], M, P, vx, vy, vw_, vh_,
+                        _transform_vertex(&verts[vi[k], 0], M, P, vw_, vh_,
                                           vcache + vi[k] * VCACHE, vcode + vi[k])
                         vstamp[vi[k]] = n
                     vc = vcache + vi[k] * VCACHE
@@ -755,7 +764,8 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
                         sv[k].uw = 0.0
                         sv[k].vw = 0.0
                         sv[k].lw = vc[10]
-                    _raster_tri(frame, dep, W, &sv[0], &sv[1], &sv[2], cx0, cy0, cx1, cy1, &sh)
+                    _raster_tri(frame, dep, W, &sv[0], &sv[1], &sv[2], cx0, cy0, cx1, cy1, ox, oy,
+                                &sh)
                     continue
                 # Clip (only against the planes some vertex is outside of).
                 npoly = 3
@@ -811,8 +821,8 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
                 # Project and draw the fan.
                 for k in range(npoly):
                     tx = 1.0 / cur[k].w
-                    sv[k].sx = vx + (cur[k].x * tx + 1.0) * 0.5 * vw_
-                    sv[k].sy = vy + (1.0 - cur[k].y * tx) * 0.5 * vh_
+                    sv[k].sx = (cur[k].x * tx + 1.0) * 0.5 * vw_
+                    sv[k].sy = (1.0 - cur[k].y * tx) * 0.5 * vh_
                     sv[k].z = cur[k].z * tx
                     sv[k].iw = tx
                     sv[k].uw = cur[k].u * tx
@@ -820,7 +830,7 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
                     sv[k].lw = cur[k].l * tx
                 for k in range(1, npoly - 1):
                     _raster_tri(frame, dep, W, &sv[0], &sv[k], &sv[k + 1],
-                                cx0, cy0, cx1, cy1, &sh)
+                                cx0, cy0, cx1, cy1, ox, oy, &sh)
     free(vcache)
     free(vstamp)
     free(vcode)
@@ -1042,10 +1052,11 @@ def raycast_grid(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1]
 # ---------------------------------------------------------------------------------------------
 # supersampling
 
-def downsample(const u8[:, :, :, ::1] src, u8[:, :, :, ::1] dst, int factor):
-    """dst[k] = the mean of each factor x factor block of src[k] (rounded half up), for the
-    first src.shape[0] frames; src is (n, H * factor, W * factor, 3), dst (>= n, H, W, 3)."""
-    cdef Py_ssize_t n = src.shape[0], H = dst.shape[1], W = dst.shape[2]
+def downsample(const u8[:, :, :, ::1] src, u8[:, :, :, ::1] dst, int factor, Py_ssize_t x0):
+    """dst[k, :, x0:x0 + W] = the mean of each factor x factor block of src[k] (rounded half
+    up), for the first src.shape[0] frames; src is (n, H * factor, W * factor, 3), dst
+    (>= n, H, >= x0 + W, 3)."""
+    cdef Py_ssize_t n = src.shape[0], H = dst.shape[1], W = src.shape[2] // factor
     cdef Py_ssize_t k, y, x, fy, fx, c, sw = W * factor * 3
     cdef unsigned int area = factor * factor, half = area // 2, r, g, b
     cdef const u8* top
@@ -1058,7 +1069,7 @@ def downsample(const u8[:, :, :, ::1] src, u8[:, :, :, ::1] dst, int factor):
         for k in range(n):
             for y in range(H):
                 top = &src[k, y * factor, 0, 0]
-                out = &dst[k, y, 0, 0]
+                out = &dst[k, y, x0, 0]
                 if factor == 2:
                     p = top
                     q = top + sw

@@ -323,20 +323,23 @@ def draw_meshes(frames: np.ndarray, depth: np.ndarray, idx, vertices: np.ndarray
     draw_list(frames, depth, draws, clear=clear)
 
 
-def downsample(samples: np.ndarray, frames: np.ndarray, factor: int) -> None:
-    """Supersampling's last step: ``frames[k]`` becomes the mean of each factor x factor block of
-    ``samples[k]`` (rounded half up) for every k < len(samples). samples uint8[n, H * factor,
-    W * factor, 3], frames uint8[>= n, H, W, 3], both C-contiguous."""
+def downsample(samples: np.ndarray, frames: np.ndarray, factor: int, x: int = 0) -> None:
+    """Supersampling's last step: ``frames[k, :, x:x + w]`` becomes the mean of each factor x
+    factor block of ``samples[k]`` (rounded half up) for every k < len(samples). samples
+    uint8[n, H * factor, w * factor, 3], frames uint8[>= n, H, >= x + w, 3], both C-contiguous
+    (x places a view drawn on its own in a frame of several)."""
     samples = _frames(samples)
     frames = _frames(frames)
     if not (isinstance(factor, (int, np.integer)) and 1 <= factor <= 16):
         raise ValueError(f"factor: expected an integer in [1, 16], got {factor!r}")
     n, h, w = samples.shape[:3]
-    if frames.shape[0] < n or (h, w) != (frames.shape[1] * factor, frames.shape[2] * factor):
-        raise ValueError(f"samples must have shape (n, {frames.shape[1] * factor}, "
-                         f"{frames.shape[2] * factor}, 3) with n <= {frames.shape[0]} for frames "
-                         f"of shape {frames.shape} and factor {factor}, got {samples.shape}")
-    _raster3d.downsample(samples, frames, int(factor))
+    if (frames.shape[0] < n or h != frames.shape[1] * factor or w % factor
+            or not (isinstance(x, (int, np.integer)) and 0 <= x <= frames.shape[2] - w // factor)):
+        raise ValueError(f"samples must have shape (n, {frames.shape[1] * factor}, w * {factor}, "
+                         f"3) with n <= {frames.shape[0]} and x + w <= {frames.shape[2]} for frames "
+                         f"of shape {frames.shape}, factor {factor} and x {x!r}; got "
+                         f"{samples.shape}")
+    _raster3d.downsample(samples, frames, int(factor), int(x))
 
 
 # ---------------------------------------------------------------------------------------------

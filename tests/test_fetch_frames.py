@@ -147,7 +147,7 @@ def test_small_views_draw_coarser_meshes():
     def drawn(width):
         env = visgym.make("fetch_reach/easy", num_envs=2, width=width, height=width)
         env.reset(seeds=[0, 1])
-        draws, _ = env.family._draw_list(env.state, np.arange(2))
+        draws, _ = env.family._draw_lists(env.state, np.arange(2))[0]
         return int((draws.tri_stop - draws.tri_start).sum())
 
     assert drawn(168) < 0.85 * drawn(480)
@@ -216,3 +216,20 @@ def test_demos_draw_fetch_views_at_the_image_size(tmp_path):
         assert _mae(a, b) < 3.0      # the same scene, drawn two ways
     assert demos.dataset_key(full, "x")["full_size_frames"] is True
     assert "full_size_frames" not in demos.dataset_key(cfg, "x")   # keys made before it stay
+
+
+@pytest.mark.parametrize("antialias", [1, 2])
+def test_a_frame_does_not_depend_on_its_batch(antialias):
+    """One episode alone (its two views drawn by two threads, each view on its own) and the
+    same episode in a batch of nine (runs of four frames per thread, both views in one frame)
+    give the same pixels: a view's picture does not depend on where it is placed."""
+    kw = dict(width=96, height=80, antialias=antialias, autoreset="disabled", max_steps=None)
+    alone = visgym.make("fetch_pick_and_place/easy", num_envs=1, **kw)
+    batch = visgym.make("fetch_pick_and_place/easy", num_envs=9, **kw)
+    alone.reset(seeds=[5])
+    batch.reset(seeds=[1, 2, 3, 4, 5, 6, 7, 8, 9])
+    for action in [None] + MOVES:
+        if action is not None:
+            alone.step([action])
+            batch.step([action] * 9)
+        np.testing.assert_array_equal(alone.frames[0], batch.frames[4])
