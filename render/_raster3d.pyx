@@ -3,16 +3,21 @@
 
 One call draws N *draws* (a triangle range of a shared vertex/index table, a model matrix, a
 view-projection matrix, a light and a viewport) into caller-owned ``uint8[B, H, W, 3]`` frames
-with a ``float32[B, H, W]`` depth buffer. Per triangle: transform, trivial frustum reject,
+with a ``float32[B, H, W]`` depth buffer. Per vertex, once per draw (a cache stamped with the
+draw's number): world, clip and viewport position and outcodes. Per triangle: trivial frustum
+reject,
 facing test on homogeneous coordinates (so triangles crossing the eye plane are judged right),
 back-face culling, Lambert light (flat, or per vertex when normals are given), clipping in
 homogeneous space against the near plane and a guard band (so no vertex ever reaches w <= 0 and
 screen coordinates stay small enough for exact integer edge functions), then scan conversion.
 
-Scan conversion snaps vertices to 1/256 pixel and evaluates edge functions in 64-bit integers
+Positions are in the viewport's own pixel coordinates (the frame offset is applied to row
+pointers), so a view's picture does not depend on where its viewport sits in the frame. Scan
+conversion snaps vertices to 1/256 pixel and evaluates edge functions in 64-bit integers
 with the top-left rule, so triangles sharing an edge cover every pixel centre exactly once (no
 cracks, no double hits), and each pixel row's covered span is solved exactly per edge instead of
-testing a bounding box. Depth (NDC z) is affine in screen space and interpolated linearly;
+testing a bounding box (a solid triangle under SMALL_TRI pixels wide tests the pixel centres of
+its box instead; same pixels). Depth (NDC z) is affine in screen space and interpolated linearly;
 texture coordinates and vertex light are interpolated perspective-correctly (attribute / w and
 1 / w are affine). Texture lookups are clamped to the triangle's own UV range, so extrapolation
 at a pixel centre a hair outside an edge can never wrap around to the opposite side of a
