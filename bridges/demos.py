@@ -365,16 +365,18 @@ independent, so this does not change any output."""
 _ENVS: dict = {}
 
 
-def _batch_env(env_id: str, count: int, budget: int, max_long_side: int | None = None,
-               full_size_frames: bool = True):
-    """The (cached) env of a shard's attempts; unless ``full_size_frames`` it draws at the
-    images' size where its family can (Family.consumer_overrides)."""
-    key = (env_id, count, budget, None if full_size_frames else max_long_side)
+def _batch_env(env_id: str, count: int, budget: int, kwargs: dict | None = None):
+    key = (env_id, count, budget, json.dumps(kwargs or {}, sort_keys=True))
     if key not in _ENVS:
-        kwargs = {} if full_size_frames else consumer_kwargs(env_id, {}, max_long_side)
         _ENVS[key] = make(env_id, num_envs=count, autoreset="disabled", max_steps=budget,
-                          **kwargs)
+                          **(kwargs or {}))
     return _ENVS[key]
+
+
+def _frame_kwargs(cfg: DemoConfig) -> dict:
+    """The make() keywords of a task's envs: unless --full-size-frames, the family's overrides
+    for drawing at the images' size (Family.consumer_overrides)."""
+    return {} if cfg.full_size_frames else consumer_kwargs(cfg.env_id, {}, cfg.max_long_side)
 
 
 @dataclass
@@ -491,7 +493,7 @@ def _rollout(cfg: DemoConfig, episodes: list, image_dir: str, timing: dict, keep
     callable taking a list of (file name, bytes)) when each episode ends."""
     count = len(episodes)
     budget = cfg.budget
-    env = _batch_env(cfg.env_id, count, budget, cfg.max_long_side, cfg.full_size_frames)
+    env = _batch_env(cfg.env_id, count, budget, _frame_kwargs(cfg))
     t0 = time.perf_counter()
     env.reset(seeds=[e.seed for e in episodes])
     for e, state in zip(episodes, env.state_dicts()):

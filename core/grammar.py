@@ -169,6 +169,7 @@ class FloatVector:
     # Compare (and write) each entry rounded to float32, as a Box of dtype float32 does: then
     # 1.00000001 is 1.0 and lies in [0, 1] (counting's and pointing's `mark`).
     float32: bool = False
+    decimals: int = 3   # digits of the random payloads ``sample`` writes
 
     @property
     def width(self) -> int:
@@ -189,7 +190,8 @@ class FloatVector:
         return True
 
     def sample(self, rng) -> list:
-        return [round(float(v), 3) for v in rng.uniform(self.low, self.high, self.length)]
+        return [round(float(v), self.decimals)
+                for v in rng.uniform(self.low, self.high, self.length)]
 
 
 @dataclass(frozen=True)

@@ -678,10 +678,6 @@ class FetchBase(Family):
         else:
             target, depth = work.view_buffers(n)
         raster3d.draw_list(target, depth, draws, first_frame=r0, clear=BACKGROUND_RGB)
-        # A frame no draw reached (every geom culled) still gets its background.
-        missing = np.setdiff1d(np.arange(n), draws.idx - r0)
-        if missing.size:
-            raster3d.clear(target, depth, missing, BACKGROUND_RGB)
         x = 0 if view is None else view * p.width
         if aa > 1:
             raster3d.downsample(target, frames[r0:r1], aa, x)

@@ -121,14 +121,6 @@ class MentalRotation3DCubeState(NamedTuple):
     changed: np.ndarray    # bool[B], rotated by the last step (its right view is redrawn)
 
 
-@dataclass(frozen=True)
-class RotatePayload(FloatVector):
-    """[dyaw, dpitch, droll] degrees, float32 (the reference's Box), each in [-180, 180]."""
-
-    def sample(self, rng) -> list:
-        return [round(float(v), 1) for v in rng.uniform(-180.0, 180.0, 3)]
-
-
 _PROMPT = (
     "You see two images side-by-side:\n"
     "- Left: the original 3D object (target orientation)\n"
@@ -154,7 +146,9 @@ class MentalRotation3DCube(Family):
     Params = MentalRotation3DCubeParams
     presets = {"easy": MentalRotation3DCubeParams(num_segments=4, action_frame="world"),
                "hard": MentalRotation3DCubeParams(num_segments=6, action_frame="world")}
-    grammar = Grammar([ActionSpec("rotate", RotatePayload(3, -180.0, 180.0, float32=True)), STOP])
+    # [dyaw, dpitch, droll] degrees, float32 (the reference's Box), each in [-180, 180].
+    grammar = Grammar([ActionSpec("rotate", FloatVector(3, -180.0, 180.0, float32=True,
+                                                        decimals=1)), STOP])
     feedback_texts = ()
     has_text_mode = False
     solver_strategies = strategies()

@@ -77,7 +77,8 @@ from ..core.validate import describe, integer, mapping, one_of, real, real_array
 from ..kernels.rotations import (FRAMES, OBJAVERSE_CODEC, ZERO_ANGLE, axis_angle_from_matrix,
                                  euler_szyx_from_matrix, euler_szyx_matrix, format_payload,
                                  geodesic_angle, matrix_from_axis_angle, payload_radians,
-                                 rotate_rows, round_deg, split_strategy, strategies)
+                                 rotate_rows, round_deg, split_strategy, strategies,
+                                 szyx_from_trig)
 from ..render import camera, raster3d
 from .assets import meshes
 
@@ -167,9 +168,6 @@ class RotatePayload(FloatVector):
         floats[self.length] = 1.0 if all_bool else 0.0
         return True
 
-    def sample(self, rng) -> list:
-        return [round(float(v), 1) for v in rng.uniform(-180.0, 180.0, 3)]
-
 
 _PROMPT = (
     "You are solving a 3D mental rotation task. Two panels are shown:\n"
@@ -253,20 +251,8 @@ def float16_increment(payload) -> np.ndarray:
     p = np.deg2rad(np.asarray(payload, np.float64).astype(np.float16))
     a, b, c = -p[2], p[0], p[1]                 # OBJAVERSE_CODEC: szyx (a, b, c) = (-p2, p0, p1)
     ai, aj, ak = -a, -b, -c
-    si, sj, sk = np.sin(ai), np.sin(aj), np.sin(ak)
-    ci, cj, ck = np.cos(ai), np.cos(aj), np.cos(ak)
-    cc, cs = ci * ck, ci * sk
-    sc, ss = si * ck, si * sk
     m = np.empty((3, 3), np.float64)
-    m[2, 2] = cj * ck
-    m[2, 1] = sj * sc - cs
-    m[2, 0] = sj * cc + ss
-    m[1, 2] = cj * sk
-    m[1, 1] = sj * ss + cc
-    m[1, 0] = sj * cs - sc
-    m[0, 2] = -sj
-    m[0, 1] = cj * si
-    m[0, 0] = cj * ci
+    szyx_from_trig(np.sin(ai), np.sin(aj), np.sin(ak), np.cos(ai), np.cos(aj), np.cos(ak), m)
     return m
 
 
@@ -284,7 +270,8 @@ class MentalRotation3DObjaverse(Family):
     Params = MentalRotation3DObjaverseParams
     presets = {"easy": MentalRotation3DObjaverseParams(tolerance=15.0, action_frame="world"),
                "hard": MentalRotation3DObjaverseParams(tolerance=5.0, action_frame="world")}
-    grammar = Grammar([ActionSpec("rotate", RotatePayload(3, -180.0, 180.0, float32=True),
+    grammar = Grammar([ActionSpec("rotate",
+                                  RotatePayload(3, -180.0, 180.0, float32=True, decimals=1),
                                   invalid="Action payload {payload} is invalid."), STOP])
     feedback_texts = ()
     has_text_mode = False

@@ -170,13 +170,10 @@ CUBE_CODEC = PayloadCodec(slots=(0, 1, 2), signs=(1.0, 1.0, 1.0))
 OBJAVERSE_CODEC = PayloadCodec(slots=(2, 0, 1), signs=(-1.0, 1.0, 1.0))
 
 
-@njit(cache=True)
-def _szyx_into(a, b, c, m):
-    """euler_szyx_matrix for one triple into m[3, 3] (scalar libm calls, so a row's result never
-    depends on its position in a batch)."""
-    ai, aj, ak = -a, -b, -c
-    si, sj, sk = math.sin(ai), math.sin(aj), math.sin(ak)
-    ci, cj, ck = math.cos(ai), math.cos(aj), math.cos(ak)
+def szyx_from_trig(si, sj, sk, ci, cj, ck, m):
+    """Gohlke's szyx matrix into m[3, 3] from the sines and cosines of (-a, -b, -c): plain
+    Python, so the arithmetic is that of the numbers given (mental_rotation_3d_objaverse passes
+    float16 scalars, as the reference computed); compiled below for float64."""
     cc, cs = ci * ck, ci * sk
     sc, ss = si * ck, si * sk
     m[2, 2] = cj * ck
@@ -188,6 +185,18 @@ def _szyx_into(a, b, c, m):
     m[0, 2] = -sj
     m[0, 1] = cj * si
     m[0, 0] = cj * ci
+
+
+_szyx_from_trig = njit(cache=True, inline="always")(szyx_from_trig)
+
+
+@njit(cache=True)
+def _szyx_into(a, b, c, m):
+    """euler_szyx_matrix for one triple into m[3, 3] (scalar libm calls, so a row's result never
+    depends on its position in a batch)."""
+    ai, aj, ak = -a, -b, -c
+    _szyx_from_trig(math.sin(ai), math.sin(aj), math.sin(ak), math.cos(ai), math.cos(aj),
+                    math.cos(ak), m)
 
 
 @njit(cache=True)

@@ -273,16 +273,24 @@ def draw_list(frames: np.ndarray, depth: np.ndarray, draws: DrawList, *, first_f
     """Draw ``draws`` into ``frames`` / ``depth``, where draw n lands in frame
     ``draws.idx[n] - first_frame`` (so a list built with batch rows as idx can draw a slice
     ``frames[first_frame:...]`` of the batch; draws whose frame falls outside are skipped).
-    clear: None, or an RGB colour: every frame the draws name is first filled with it (depth
-    +inf), just before its first draw."""
+    clear: None, or an RGB colour: every frame of ``frames`` is filled with it (depth +inf),
+    just before its first draw (a frame no draw reaches, every object culled, is filled too)."""
     frames = _frames(frames)
-    depth = _depth(depth, frames)
+    _draw(frames, _depth(depth, frames), draws, first_frame, clear, every_frame=True)
+
+
+def _draw(frames, depth, draws: DrawList, first_frame: int, clear, every_frame: bool) -> None:
+    """The kernel call of draw_list / draw_meshes; ``clear`` fills every frame of ``frames``
+    (every_frame) or only the frames the draws name."""
     t = draws.table
     pending = np.zeros(frames.shape[0], np.uint8)
     if clear is not None:
         clear_rgb = _colors(clear, 1, "clear")[0]
-        local = draws.idx - first_frame
-        pending[local[(local >= 0) & (local < frames.shape[0])]] = 1
+        if every_frame:
+            pending[:] = 1
+        else:
+            local = draws.idx - first_frame
+            pending[local[(local >= 0) & (local < frames.shape[0])]] = 1
     else:
         clear_rgb = np.zeros(3, np.uint8)
     _raster3d.draw(frames, depth, draws.idx, int(first_frame), t.vertices, t.triangles,
@@ -290,6 +298,9 @@ def draw_list(frames: np.ndarray, depth: np.ndarray, draws: DrawList, *, first_f
                    t.face_colors, t.face_textures, t.face_flags, t.uvs, t.normals, t.has_normals,
                    t.atlas, t.texture_rects, draws.light, draws.ambient, draws.diffuse,
                    draws.viewport, t.bilinear, pending, clear_rgb)
+    left = np.flatnonzero(pending)   # the kernel clears a frame at its first draw
+    if left.size:
+        _raster3d.clear(frames, depth, left, np.repeat(clear_rgb[None], left.size, 0))
 
 
 def draw_meshes(frames: np.ndarray, depth: np.ndarray, idx, vertices: np.ndarray,
@@ -298,7 +309,7 @@ def draw_meshes(frames: np.ndarray, depth: np.ndarray, idx, vertices: np.ndarray
                 atlas=None, texture_rects=None, light_dir=(0.0, 0.0, 1.0), ambient=1.0,
                 diffuse=0.0, viewport=None, sampling: str = "nearest", clear=None) -> None:
     """Draw N draws (see the module docstring) into ``frames`` / ``depth``: a ``MeshTable`` of
-    the mesh arguments, a ``DrawList`` of the per-draw ones, then ``draw_list``.
+    the mesh arguments, a ``DrawList`` of the per-draw ones, then what ``draw_list`` does.
 
     idx int[N]: frame of each draw. tri_start, tri_stop int[N] (or scalars): triangle range.
     view_proj (4, 4) or (N, 4, 4): world to clip. model None (identity), (4, 4) or (N, 4, 4).
@@ -320,7 +331,7 @@ def draw_meshes(frames: np.ndarray, depth: np.ndarray, idx, vertices: np.ndarray
     draws = DrawList(table, idx, tri_start, tri_stop, view_proj, num_frames=frames.shape[0],
                      frame_hw=frames.shape[1:3], model=model, light_dir=light_dir,
                      ambient=ambient, diffuse=diffuse, viewport=viewport)
-    draw_list(frames, depth, draws, clear=clear)
+    _draw(frames, depth, draws, 0, clear, every_frame=False)
 
 
 def downsample(samples: np.ndarray, frames: np.ndarray, factor: int, x: int = 0) -> None:

@@ -128,14 +128,28 @@ def replay_init_state(episode: dict) -> dict:
     return state
 
 
-def replay_env(episode: dict):
-    """A one-episode BatchEnv (no budget, no auto-reset) rebuilt from the recording."""
+def replay_env(episode: dict, defaults: dict | None = None):
+    """A one-episode BatchEnv (no budget, no auto-reset) rebuilt from the recording;
+    ``defaults``: keywords used where the recording gives none (a family whose presets differ
+    from the reference's registered defaults)."""
     import visgym
 
     env = visgym.make(episode["env_id"], num_envs=1, max_steps=None, autoreset="disabled",
-                      **replay_kwargs(episode))
+                      **{**(defaults or {}), **replay_kwargs(episode)})
     env.reset(init_states=[replay_init_state(episode)])
     return env
+
+
+def check_opening(env, episode: dict) -> None:
+    """What every replay checks right after the reset: the frame's shape, the prompt, and the
+    text mode (its prompt and observation where the family has one, none recorded where not)."""
+    assert list(env.frame(0).shape) == episode["obs_shape"]
+    assert env.prompt() == episode["prompt"]
+    if env.family.has_text_mode:
+        assert env.prompt(text_mode=True) == episode["prompt_text_mode"]
+        assert env.render_text()[0] == episode["text_obs"]
+    else:
+        assert episode["text_obs"] is None
 
 
 def replay_steps(env, episode: dict):

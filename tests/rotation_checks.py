@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 import visgym
-from parity_data import replay_kwargs
+from parity_data import replay_env, replay_kwargs
 
 
 def rx(t):
@@ -36,19 +36,19 @@ def solver_strategy(call, default):
     return strategy
 
 
+# The reference's registered (object) frame unless recorded otherwise: our presets are the
+# harness's world frame.
+REPLAY_DEFAULTS = {"action_frame": "object"}
+
+
 def replay_keywords(episode):
-    """replay_kwargs, in the reference's registered (object) frame unless recorded otherwise:
-    our presets are the harness's world frame."""
-    kwargs = replay_kwargs(episode)
-    kwargs.setdefault("action_frame", "object")
-    return kwargs
+    """replay_kwargs with REPLAY_DEFAULTS where the recording gives none."""
+    return {**REPLAY_DEFAULTS, **replay_kwargs(episode)}
 
 
 def replay_reset(episode):
-    """(env, frames) of the recorded episode rebuilt from its init state."""
-    env = make_env(episode["env_id"], **replay_keywords(episode))
-    frames, _ = env.reset(init_states=[episode["init_state"]])
-    return env, frames
+    """The recorded episode's env rebuilt from its init state (parity_data.replay_env)."""
+    return replay_env(episode, REPLAY_DEFAULTS)
 
 
 def close(got, want, what):

@@ -93,6 +93,12 @@ def test_a_draw_list_drawn_in_slices_equals_one_draw_meshes_call():
                            clear=(5, 6, 7))
     np.testing.assert_array_equal(parts, whole)
     assert len(np.unique(whole.reshape(-1, 3), axis=0)) > 3   # the boxes were drawn
+    # draw_list fills every frame it is given, also one that no draw reaches.
+    junk = np.full((2, 32, 32, 3), 77, np.uint8)
+    junk_depth = np.zeros((2, 32, 32), np.float32)
+    raster3d.draw_list(junk, junk_depth, draws[:1], clear=(5, 6, 7))
+    np.testing.assert_array_equal(junk[0], whole[0])
+    assert (junk[1] == (5, 6, 7)).all() and np.isinf(junk_depth[1]).all()
     with pytest.raises(TypeError, match="contiguous slices"):
         draws[::2]
     with pytest.raises(ValueError, match="idx values must lie in"):

@@ -26,8 +26,8 @@ import pytest
 from PIL import Image
 
 import visgym
-from parity_data import (check_feedback, episode_id, load_parity, reference_episode,
-                         reference_frame, replay_steps, require_recordings)
+from parity_data import (episode_id, load_parity, reference_episode, reference_frame, replay_steps,
+                         require_recordings)
 
 EPISODES = load_parity("matchstick_equation")
 STOP = "('stop', 'stop')"

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import visgym
-from parity_data import (check_feedback, episode_id, load_parity, reference_episode,
+from parity_data import (check_feedback, check_opening, episode_id, load_parity, reference_episode,
                          reference_frame, require_recordings)
 
 FAMILY = "matchstick_rotation"
@@ -87,10 +87,8 @@ def test_recordings_cover_both_canvases_and_every_solver_call():
 
 @pytest.mark.parametrize("episode", EPISODES, ids=episode_id)
 def test_replays_reference_episode(episode):
-    env, frames = _make(episode)
-    assert list(frames.shape[1:]) == episode["obs_shape"]
-    assert env.prompt() == episode["prompt"]
-    assert episode["text_obs"] is None and not env.family.has_text_mode
+    env, _ = _make(episode)
+    check_opening(env, episode)
     assert env.state_dicts()[0] == episode["init_state"]
     env_id = episode["env_id"]
     scale = episode["init_state"]["scale"]

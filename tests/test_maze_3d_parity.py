@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 
 import visgym
-from parity_data import (check_feedback, episode_id, load_parity, reference_episode,
-                         reference_frame, replay_steps, require_recordings)
+from parity_data import (episode_id, load_parity, reference_episode, reference_frame, replay_steps,
+                         require_recordings)
 from visgym.render import raster3d
 
 EPISODES = load_parity("maze_3d")
@@ -73,7 +73,7 @@ def test_default_solver_reproduces_the_recorded_plans():
         env = visgym.make(e["env_id"], num_envs=1, max_steps=None, autoreset="disabled")
         env.reset(init_states=[e["init_state"]])
         plan = env.solve()[0]
-        assert plan == [s["action"] for s in e["steps"]], _ids(e)
+        assert plan == [s["action"] for s in e["steps"]], episode_id(e)
 
 
 def test_padded_solver_plans_have_the_recorded_length_and_succeed():
@@ -84,7 +84,7 @@ def test_padded_solver_plans_have_the_recorded_length_and_succeed():
         env = visgym.make(e["env_id"], num_envs=1, max_steps=None, autoreset="disabled")
         env.reset(init_states=[e["init_state"]])
         plan = env.solve(num_steps=e["solver_call"]["num_steps"])[0]
-        assert len(plan) == e["solver_plan_len"], _ids(e)
+        assert len(plan) == e["solver_plan_len"], episode_id(e)
         for action in plan:
             _, reward, terminated, _, _ = env.step([action])
         assert terminated[0] and reward[0] == 1.0

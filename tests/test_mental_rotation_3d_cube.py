@@ -24,9 +24,6 @@ def _env(env_id=EASY, n=1, **kwargs):
     return make_env(env_id, n, **kwargs)
 
 
-_rx, _ry, _rz = rx, ry, rz
-
-
 def _with_rot(env, rot, i=0):
     init = env.state_dicts()[i]
     init["current_rot"] = np.asarray(rot, float).tolist()
@@ -161,7 +158,7 @@ def test_frames_compose_as_specified(frame):
     rot = np.array(env.state_dicts()[0]["current_rot"])
     a, b, c = 30.0, -45.0, 60.0
     env.step([f"('rotate', [{a}, {b}, {c}])"])
-    inc = _rx(math.radians(c)) @ _ry(math.radians(b)) @ _rz(math.radians(a))
+    inc = rx(math.radians(c)) @ ry(math.radians(b)) @ rz(math.radians(a))
     want = rot @ inc if frame == "object" else inc @ rot
     np.testing.assert_allclose(env.state_dicts()[0]["current_rot"], want, atol=1e-6)
 
@@ -171,7 +168,7 @@ def test_yaw_is_about_the_object_z_axis_in_the_object_frame():
     env.reset(seeds=[7])
     env.reset(init_states=[_with_rot(env, np.eye(3))])
     env.step(["('rotate', [90, 0, 0])"])
-    np.testing.assert_allclose(env.state_dicts()[0]["current_rot"], _rz(math.pi / 2), atol=1e-6)
+    np.testing.assert_allclose(env.state_dicts()[0]["current_rot"], rz(math.pi / 2), atol=1e-6)
 
 
 def test_success_is_the_geodesic_angle_within_the_tolerance():
@@ -191,7 +188,7 @@ def test_a_symmetric_look_does_not_count_only_the_identity():
     it scores 0."""
     env = _env()
     env.reset(seeds=[8])
-    env.reset(init_states=[_with_rot(env, _rz(math.pi))])
+    env.reset(init_states=[_with_rot(env, rz(math.pi))])
     _, reward, terminated, _, _ = env.step(["('stop', 'stop')"])
     assert terminated[0] and reward[0] == 0.0
 
@@ -306,7 +303,7 @@ def test_rotation_helpers_round_trip():
     for _ in range(50):
         a, b, c = rng.uniform(-3, 3, 3)
         m = euler_szyx_matrix(a, b, c)
-        np.testing.assert_allclose(m, _rx(c) @ _ry(b) @ _rz(a), atol=1e-14)
+        np.testing.assert_allclose(m, rx(c) @ ry(b) @ rz(a), atol=1e-14)
         np.testing.assert_allclose(euler_szyx_matrix(*euler_szyx_from_matrix(m)), m, atol=1e-12)
         axis, angle = axis_angle_from_matrix(m)
         np.testing.assert_allclose(matrix_from_axis_angle(axis, angle), m, atol=1e-9)

@@ -21,8 +21,8 @@ import math
 import numpy as np
 import pytest
 
-from parity_data import (check_feedback, episode_id, load_parity, reference_episode,
-                         reference_frame, require_recordings)
+from parity_data import (check_opening, episode_id, load_parity, reference_episode, reference_frame,
+                         replay_steps, require_recordings)
 from rotation_checks import close, replay_keywords, replay_reset, solver_strategy
 from visgym.core.grammar import STOP_ACTION
 
@@ -35,9 +35,6 @@ def _strategy(call):
     return solver_strategy(call, "pad3_by-axis")
 
 
-_kwargs = replay_keywords
-_make = replay_reset
-_close = close
 
 
 def test_recordings_are_present():
@@ -57,39 +54,32 @@ def test_recordings_cover_both_frames_and_every_solver_call():
 
 @pytest.mark.parametrize("episode", EPISODES, ids=episode_id)
 def test_replays_reference_episode(episode):
-    env, frames = _make(episode)
-    assert list(frames.shape[1:]) == episode["obs_shape"]
-    assert env.prompt() == episode["prompt"]
-    assert episode["text_obs"] is None and not env.family.has_text_mode
+    env = replay_reset(episode)
+    check_opening(env, episode)
     assert env.state_dicts()[0] == episode["init_state"]
-    for t, step in enumerate(episode["steps"]):
-        assert "exception" not in step  # the reference never raised in these recordings
-        _, reward, terminated, truncated, info = env.step([step["action"]])
+    assert not any("exception" in s for s in episode["steps"])  # the reference never raised in these recordings
+    for t, step in replay_steps(env, episode):   # feedback, reward, terminated, truncated
         where = f"step {t} {step['action']!r}"
-        check_feedback(info["feedback"][0], step["feedback"], step["action"])
-        assert bool(terminated[0]) == step["terminated"], where
-        assert bool(truncated[0]) == step["truncated"], where
         want = step["state"]
         rot = np.array(env.state_dicts()[0]["current_rot"])
         for i in range(3):
             for j in range(3):
-                _close(rot[i, j], want["rot"][i][j], f"{where} rot[{i}][{j}]")
-                _close(rot[i, j], want["init_state"]["current_rot"][i][j], where)
+                close(rot[i, j], want["rot"][i][j], f"{where} rot[{i}][{j}]")
+                close(rot[i, j], want["init_state"]["current_rot"][i][j], where)
         err = float(env.family.rotation_error(env.state)[0])
-        _close(err, want["angle_err"], f"{where} angle_err")
+        close(err, want["angle_err"], f"{where} angle_err")
         assert abs(want["angle_err"] - TOL) > 1e-4, where
-        assert float(reward[0]) == step["reward"], where
 
 
 @pytest.mark.parametrize("episode", [e for e in EPISODES if "solver_call" in e],
                          ids=episode_id)
 def test_solver_plans_match_the_reference_or_fix_its_frame_bug(episode):
-    env, _ = _make(episode)
+    env = replay_reset(episode)
     call = episode["solver_call"]
     strategy = _strategy(call)
     plan = env.solve(strategy=strategy, num_steps=call.get("num_steps"))[0]
     assert len(plan) == episode["solver_plan_len"]
-    frame = _kwargs(episode)["action_frame"]
+    frame = replay_keywords(episode)["action_frame"]
     if episode["episode_kind"] == "solver" and strategy != "axis-angle-random":
         recorded = [s["action"] for s in episode["steps"]]
         if "by-axis" in strategy and frame == "object":
@@ -122,7 +112,7 @@ def test_reset_frame_matches_reference_pixels(difficulty):
     same silhouettes and face greys, edges within anti-aliasing: mean absolute difference
     under 0.2 grey levels, no pixel more than 96 levels off, under 150 pixels beyond 16."""
     episode = reference_episode(EPISODES, f"{FAMILY}/{difficulty}")
-    _, frames = _make(episode)
+    frames = replay_reset(episode).frames
     want = reference_frame(FAMILY, difficulty)
     assert frames[0].shape == want.shape
     diff = np.abs(frames[0].astype(int) - want.astype(int))

@@ -21,9 +21,6 @@ def _env(env_id=EASY, n=1, **kwargs):
     return make_env(env_id, n, **kwargs)
 
 
-_rx, _ry, _rz = rx, ry, rz
-
-
 def _load(env, rot, i=0):
     init = env.state_dicts()[i]
     m = np.eye(4)
@@ -77,10 +74,10 @@ def test_scrambled_mapping_in_both_frames(frame):
     env = _env(action_frame=frame)
     env.reset(seeds=[1])
     start = euler_szyx_matrix(0.3, -0.7, 1.1)
-    for payload, inc in (([20, 0, 0], _ry(math.radians(20))), ([0, 20, 0], _rx(math.radians(20))),
-                         ([0, 0, 20], _rz(math.radians(-20))),
-                         ([10, 20, 30], _rx(math.radians(20)) @ _ry(math.radians(10))
-                          @ _rz(math.radians(-30)))):
+    for payload, inc in (([20, 0, 0], ry(math.radians(20))), ([0, 20, 0], rx(math.radians(20))),
+                         ([0, 0, 20], rz(math.radians(-20))),
+                         ([10, 20, 30], rx(math.radians(20)) @ ry(math.radians(10))
+                          @ rz(math.radians(-30)))):
         _load(env, start)
         env.step([f"('rotate', {payload})"])
         want = inc @ start if frame == "world" else start @ inc
