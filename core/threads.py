@@ -17,6 +17,8 @@ import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 _POOLS: "weakref.WeakSet[ProcessThreadPool]" = weakref.WeakSet()
 
 
@@ -49,6 +51,28 @@ class ProcessThreadPool:
     def map(self, fn, *iterables):
         return self.executor().map(fn, *iterables)
 
+    def run_parts(self, fn, rows, weights, min_weight: float) -> None:
+        """``fn(part)`` for contiguous parts of ``rows`` of about equal total ``weights``, one
+        part per worker with the last on the calling thread, when the weights add up to at least
+        ``min_weight`` (below it one call on the calling thread: a hand-over costs tens of
+        microseconds). ``fn`` must release the GIL to gain anything; its exceptions propagate
+        after every part has finished."""
+        if len(rows) < 2 or self.workers < 2 or float(np.sum(weights)) < min_weight:
+            fn(rows)
+            return
+        parts = contiguous_parts(weights, self.workers)
+        if len(parts) < 2:
+            fn(rows)
+            return
+        futures = [self.submit(fn, rows[part]) for part in parts[:-1]]
+        try:
+            fn(rows[parts[-1]])
+        finally:
+            errors = [f.exception() for f in futures]
+        for error in errors:
+            if error is not None:
+                raise error
+
     def shutdown(self, wait: bool = True) -> None:
         """Stop this process's threads (a later use starts new ones)."""
         executor = self._executor
@@ -62,6 +86,35 @@ class ProcessThreadPool:
         self._executor = None
         self._pid = -1
         self._lock = threading.Lock()
+
+
+#: Threads that draw frames, shared by every family (the drawing kernels release the GIL; a
+#: batch is split with ``run_parts`` into one contiguous run of episodes per core).
+FRAME_POOL = ProcessThreadPool(os.cpu_count() or 1, "visgym-frames")
+
+#: A draw that writes less than this many bytes stays on the calling thread.
+THREAD_BYTES = 1 << 20
+
+
+def contiguous_parts(weights, parts: int) -> list[slice]:
+    """Slices splitting positions 0..n-1 into at most ``parts`` non-empty contiguous runs of
+    about equal total weight (each cut next to where the running total crosses k / parts of the
+    whole, on whichever side lands nearer)."""
+    w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    n = w.shape[0]
+    parts = max(1, min(int(parts), n))
+    total = float(w.sum())
+    if n == 0:
+        return []
+    if parts == 1 or total <= 0:
+        return [slice(0, n)]
+    cum = np.cumsum(w)
+    targets = total * np.arange(1, parts) / parts
+    at = np.minimum(np.searchsorted(cum, targets), n - 1)   # first position reaching the target
+    before = cum[at] - w[at]
+    cuts = np.where((targets - before < cum[at] - targets) & (at > 0), at, at + 1)
+    edges = sorted({0, n, *(int(c) for c in cuts if 0 < c < n)})
+    return [slice(a, b) for a, b in zip(edges, edges[1:])]
 
 
 def _after_fork_in_child() -> None:

@@ -10,8 +10,8 @@ the reference's feedback wording, reward 1 on a stop with ``current_state == tar
 (H + 2 R b) x (W + 2 C b) frame with the reference's exact piece geometry (the first W mod C
 columns and H mod R rows one pixel larger, every piece keeping its crop's size where it is pasted,
 pastes in row-major order on black, hence the 1-px overlaps and gaps of unequal pieces), the
-prompt, and the reorder / swap solvers with (swap, same swap) padding. Dynamics and drawing are
-the Numba kernels of kernels/jigsaw.py.
+prompt, and the reorder / swap solvers with (swap, same swap) padding. Dynamics are the Numba
+kernels of kernels/jigsaw.py; drawing is render/grid.py (Cython, on both cores).
 
 Frames: each episode's frame has its picture's own size (``frame_hw``); the capacity is
 ``max_image_height x max_image_width`` plus the borders. Decoded pictures are packed into one flat
@@ -69,8 +69,9 @@ import numpy as np
 from ..core.family import Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntArray, Permutation
 from ..core.validate import describe, integer, integers, mapping
-from ..kernels.jigsaw import apply_moves, changed_rows, draw_changed, draw_full, missing_pictures
+from ..kernels.jigsaw import apply_moves, changed_rows, missing_pictures
 from .assets.images import JIGSAW_SCAN, ImageFileError, image_source
+from ..render.grid import draw_grid
 
 BUNDLE_TASK = "jigsaw"
 MAX_GRID = 16
@@ -397,21 +398,18 @@ class Jigsaw(Family):
             # Everything these rows show (an atlas restart keeps exactly that).
             self.pictures.ensure(state.image_id[rows])
 
-    def _kernel_args(self, state, frames):
-        flat = frames.reshape(frames.shape[0], -1)
-        if not np.shares_memory(flat, frames):  # pragma: no cover - frames are C-contiguous
-            raise ValueError("frames: expected a C-contiguous buffer")
+    def _draw(self, state, frames, rows, changed=None) -> None:
         atlas = self.pictures
-        return (flat, frames.shape[2] * 3, atlas.buffer, atlas.slot_off, atlas.slot_of,
-                state.image_id, state.image_hw, state.current, state.target, self.rows_n,
-                self.cols_n, self.border)
+        draw_grid(frames, atlas.buffer, atlas.slot_off, atlas.slot_of, state.image_id,
+                  state.image_hw, state.current, state.target, self.rows_n, self.cols_n,
+                  self.border, rows, changed)
 
     def render_rows(self, state, frames, rows, work) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         if rows.shape[0] == 0:
             return
         self._need_pictures(state, rows, np.empty(rows.shape[0], np.int64))
-        draw_full(*self._kernel_args(state, frames), rows)
+        self._draw(state, frames, rows)
 
     def render_after_step(self, state, frames, work) -> None:
         if work is None or work[0].shape[0] < frames.shape[0]:
@@ -422,9 +420,7 @@ class Jigsaw(Family):
             return
         rows = rows_buf[:count]
         self._need_pictures(state, rows, scratch)
-        # Memory-bound: on this 2-core machine the thread pool did not make a 256-episode
-        # redraw faster (23 ms either way), so it runs serially below row_kernel's threshold.
-        draw_changed(*self._kernel_args(state, frames), state.changed, rows)
+        self._draw(state, frames, rows, state.changed)
 
     def prompt(self, state, i: int, text_mode: bool = False) -> str:
         return self._prompt

@@ -61,6 +61,7 @@ import numpy as np
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
+from ..core.threads import FRAME_POOL, THREAD_BYTES
 from ..core.validate import describe, integer, integers, mapping
 from ..kernels.patch_reassembly import (ACT_PLACE, extents, fill_boards, generate_puzzles,
                                         render_full, render_moved, solve_puzzles, step_pieces)
@@ -496,16 +497,28 @@ class PatchReassembly(Family):
         if rows.shape[0] == 0:
             return
         work = self._work(work, frames.shape[0])
-        render_full(frames, rows, self.rows, self.cols, state.extent, self._sizes(state),
-                    CELL_PX, state.offsets, state.n_cells, state.pos, self.color_rows, self.ink,
-                    self.label_masks, self.label_oy, self.label_ox, AXIS_RGB, GRID_RGB, *work)
+        sizes = self._sizes(state)
+        args = (self.rows, self.cols, state.extent, sizes, CELL_PX, state.offsets, state.n_cells,
+                state.pos, self.color_rows, self.ink, self.label_masks, self.label_oy,
+                self.label_ox, AXIS_RGB, GRID_RGB, *work)
+        # Whole frames (~1-2 MB each): the resets of a step are shared between the cores.
+        weights = sizes[rows, 0].astype(np.int64) * sizes[rows, 1] * 3
+        FRAME_POOL.run_parts(lambda part: render_full(frames, part, *args), rows, weights,
+                             THREAD_BYTES)
 
     def render_after_step(self, state, frames, work) -> None:
         work = self._work(work, frames.shape[0])
-        render_moved(frames, self.rows, self.cols, state.extent, self._sizes(state), CELL_PX,
-                     state.offsets, state.n_cells, state.pos, state.moved, state.moved_from,
-                     self.color_rows, self.ink, self.label_masks, self.label_oy, self.label_ox,
-                     AXIS_RGB, GRID_RGB, work[3])
+        rows = np.flatnonzero(state.moved >= 0)
+        if rows.shape[0] == 0:
+            return
+        args = (self.rows, self.cols, state.extent, self._sizes(state), CELL_PX, state.offsets,
+                state.n_cells, state.pos, state.moved, state.moved_from, self.color_rows,
+                self.ink, self.label_masks, self.label_oy, self.label_ox, AXIS_RGB, GRID_RGB,
+                work[3])
+        # Each moved piece repaints the boxes it left and entered: weigh rows by its cells.
+        weights = state.n_cells[rows, state.moved[rows]].astype(np.int64) * (2 * CELL_PX**2 * 3)
+        FRAME_POOL.run_parts(lambda part: render_moved(frames, part, *args), rows, weights,
+                             THREAD_BYTES)
 
     def render_text(self, state, i: int) -> str:
         R, C = self.rows, self.cols

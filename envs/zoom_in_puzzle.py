@@ -88,6 +88,7 @@ import numpy as np
 from ..core.family import Family
 from ..core.threads import ProcessThreadPool
 from ..core.grammar import STOP, ActionSpec, Grammar, IntArray, Permutation
+from ..core.threads import FRAME_POOL, THREAD_BYTES
 from ..core.validate import boolean, describe, integer, is_integer, mapping, one_of, real, reals
 from ..kernels.zoom_in_puzzle import draw_tiles, solved_rows, step_orders
 from ..render import compose, text
@@ -508,8 +509,12 @@ class ZoomInPuzzle(Family):
             work = self.new_workspace(batch)
         tiles = state.tiles.reshape(batch, self.n_views + 1, TILE_PX, TILE_PX * 3)
         flat = frames.reshape(batch, frames.shape[1], frames.shape[2] * 3)
-        draw_tiles(flat, tiles, state.order, work, self.labels, self.label_w,
-                   np.ascontiguousarray(rows, dtype=np.int64), full)
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        # ~150 KB a slot: a batch's copies are shared between the cores.
+        weights = np.full(rows.shape[0], (self.n_views + 1 if full else 1) * TILE_PX**2 * 3)
+        FRAME_POOL.run_parts(lambda part: draw_tiles(flat, tiles, state.order, work, self.labels,
+                                                     self.label_w, part, full),
+                             rows, weights, THREAD_BYTES)
 
     def render_rows(self, state, frames, rows, work) -> None:
         if len(rows):

@@ -597,7 +597,7 @@ def _erase_drawn(frame, R, C, org_r, org_c, cell, offsets, n_cells, pos, h, w, n
                         min(cx + cell + 1, w))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def render_full(frames, rows, R, C, extent, hw, cell, offsets, n_cells, pos, colors, ink,
                 label_masks, label_oy, label_ox, axis_color, grid_color, drawn, d_org, d_hw,
                 d_pos, d_offsets, d_n):
@@ -634,12 +634,13 @@ def render_full(frames, rows, R, C, extent, hw, cell, offsets, n_cells, pos, col
         d_n[b] = n_cells[b]
 
 
-@njit(cache=True)
-def render_moved(frames, R, C, extent, hw, cell, offsets, n_cells, pos, moved, moved_from,
+@njit(cache=True, nogil=True)
+def render_moved(frames, rows, R, C, extent, hw, cell, offsets, n_cells, pos, moved, moved_from,
                  color_rows, ink, label_masks, label_oy, label_ox, axis_color, grid_color, d_pos):
-    """Redraw, for each row whose step moved a piece, the cell boxes it left and entered (and
-    record the piece's new position in the workspace's ``d_pos``)."""
-    for b in range(frames.shape[0]):
+    """Redraw, for each of ``rows`` whose step moved a piece, the cell boxes it left and entered
+    (and record the piece's new position in the workspace's ``d_pos``)."""
+    for i in range(rows.shape[0]):
+        b = rows[i]
         k = moved[b]
         if k < 0:
             continue

@@ -9,9 +9,7 @@ the same way (B, T, W * 3). Labels (N, LH, LW * 3) are constant patches right-al
 bottom-right corner of each slot; ``label_w[s]`` is the width in pixels actually used by slot s.
 """
 import numpy as np
-from numba import njit, prange
-
-from .batching import row_kernel
+from numba import njit
 
 
 @njit(cache=True)
@@ -44,17 +42,19 @@ def _copy(out, inp, count):
         out[t] = inp[t]
 
 
-def _draw_tiles(frames, tiles, order, drawn, labels, label_w, rows, full):
+@njit(cache=True, nogil=True)
+def draw_tiles(frames, tiles, order, drawn, labels, label_w, rows, full):
     """Draw the slots of ``rows``: with ``full`` every slot (and slot 0), else only the slots
     whose tile differs from ``drawn`` (what the frame shows now). ``drawn`` is updated.
-    Returns the number of slots drawn."""
+    Returns the number of slots drawn. Releases the GIL: callers split a batch's rows between
+    threads (core.threads.FRAME_POOL)."""
     t = tiles.shape[2]
     row_px = t * 3
     lh = labels.shape[1]
     lw_max = labels.shape[2] // 3
     n = order.shape[1]
     count = 0
-    for i in prange(rows.shape[0]):
+    for i in range(rows.shape[0]):
         b = rows[i]
         if full:
             for y in range(t):
@@ -75,8 +75,6 @@ def _draw_tiles(frames, tiles, order, drawn, labels, label_w, rows, full):
                       labels[s, y - (t - lh), (lw_max - label_w[s]) * 3:], row_px - keep)
     return count
 
-
-draw_tiles = row_kernel(6)(_draw_tiles)
 
 
 @njit(cache=True)

@@ -498,10 +498,11 @@ def test_two_digit_slot_labels_get_a_wider_box():
     assert (result.reward == 1).all()
 
 
-def test_parallel_redraw_of_a_large_batch_equals_the_serial_one():
-    from visgym.kernels.batching import PARALLEL_MIN_ROWS
+def test_threaded_redraw_of_a_batch_equals_a_single_threaded_one():
+    from visgym.core.threads import THREAD_BYTES
 
-    n = PARALLEL_MIN_ROWS
+    n = 24   # enough slot bytes to be split between threads; two episodes are not
+    assert n * 150_000 >= THREAD_BYTES > 2 * 150_000
     big = _env(n=n)
     big.reset(seeds=range(n))
     small = _env(n=2)
