@@ -11,7 +11,7 @@ widths (heights) of the columns (rows) before it plus ``2 * b`` per column (row)
 its crop's size wherever it is placed, so with unequal crops a piece may overlap the next cell
 by one pixel (the later paste wins, pastes go row-major) or leave a one-pixel black gap.
 
-Drawing (render/_grid.pyx) repaints a rectangle of the frame exactly as a full paste of all
+Drawing (render/_blit.pyx) repaints a rectangle of the frame exactly as a full paste of all
 pieces in row-major order would leave it, so a step redraws only the cells it changed (grown by
 the one pixel a wider piece can spill) and still equals a full redraw; ``apply_moves`` marks
 those cells.

@@ -1,24 +1,27 @@
-"""Grids of framed picture pieces (jigsaw), drawn by render/_grid.pyx on both cores.
+"""Grids of framed picture pieces (jigsaw), drawn by render/_blit.pyx on both cores.
 
 ``draw_grid`` paints whole frames (``changed`` None) or the changed cells of each episode. A
 batch redraw is memory-bound (a reorder rewrites most of a ~0.45 MB frame): the episodes are
 split into contiguous runs of about equal bytes, one per core, and when a call writes far more
-than the caches hold the long runs of bytes are written with non-temporal stores. Measured on
-the 2-core machine, a B=256 3 x 3 redraw (110 MB): the old Numba kernel 21.9 ms; this one 23.9
-on one thread, 11.7 on two, 8.4 on two with streamed stores.
+than the caches hold each frame row is composed in a scratch row and streamed out. Measured on
+the 2-core machine, a B=256 2 x 2 redraw of every cell (110 MB): the old Numba kernel 21.9 ms;
+this one 23.9 on one thread, 10.3 on two, 6.5 on two with streamed rows.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..core import threads
-from . import _grid
+from . import _blit
 
 __all__ = ["draw_grid", "STREAM_BYTES"]
 
-# A call that writes at least this much streams its long runs (they would not stay cached); one
-# that writes at least core.threads.THREAD_BYTES is split across the cores.
-STREAM_BYTES = 8 << 20
+# A call that writes at least this much composes each frame row in a scratch row and streams it
+# out past the caches (render/_blit.pyx): far larger than the caches, it would not stay cached,
+# and a streamed whole 64-byte line skips the read that a cached store of a line not in the
+# cache makes first. One that writes at least core.threads.THREAD_BYTES is split across the
+# cores.
+STREAM_BYTES = 2 << 20
 SMALL_CALL = 8   # calls with fewer rows skip the weighing (a single env's step)
 
 
@@ -40,13 +43,13 @@ def draw_grid(frames, atlas, slot_off, slot_of, image_id, image_hw, current, tar
     args = (flat, frames.shape[2] * 3, atlas, slot_off, slot_of, image_id, image_hw, current,
             target, rows_n, cols_n, border, cells)
     if rows.shape[0] < SMALL_CALL:
-        _grid.draw(*args, rows)   # a few frames: one call, cached stores
+        _blit.draw_grid(*args, rows)   # a few frames: one call, cached stores
         return
     hw = image_hw[rows].astype(np.int64)
     weights = (hw[:, 0] + 2 * rows_n * border) * (hw[:, 1] + 2 * cols_n * border) * 3
     if cells is not None:
         weights = weights * cells[rows].sum(axis=1) // (rows_n * cols_n)
     stream = bool(weights.sum() >= STREAM_BYTES)
-    _grid.draw(*args, rows, False, False)   # every row checked before any is painted
-    threads.FRAME_POOL.run_parts(lambda part: _grid.draw(*args, part, stream), rows, weights,
+    _blit.draw_grid(*args, rows, False, False)   # every row checked before any is painted
+    threads.FRAME_POOL.run_parts(lambda part: _blit.draw_grid(*args, part, stream), rows, weights,
                                  threads.THREAD_BYTES)

@@ -1,4 +1,4 @@
-"""The framed-piece grid painter (render/grid.py, render/_grid.pyx) against a NumPy paste written
+"""The framed-piece grid painter (render/grid.py, render/_blit.pyx) against a NumPy paste written
 the reference's way (black canvas, every framed piece pasted in row-major order), on every path:
 whole frames and changed cells, one call or split across threads, cached or streamed stores; and
 the parts splitter of core/threads.py it runs on."""
@@ -166,3 +166,4 @@ def test_run_parts_covers_every_row_once_and_raises_a_parts_error():
         pool.run_parts(fail_first, rows, [1] * 10, 0)
     assert done == [list(range(5, 10))]   # the other part still ran to its end
     pool.shutdown()
+

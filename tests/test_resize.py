@@ -9,7 +9,7 @@ import pytest
 import visgym
 from visgym.bridges.imaging import encode_jpeg, fit_long_side, frame_encoder
 from visgym.core.rollout import run_plans
-from visgym.render import resize
+from visgym.render import _resize, resize
 from visgym.render.resize import LanczosResizer, pillow_resize
 
 
@@ -90,3 +90,135 @@ def test_frame_encoder_with_resize_is_encode_jpeg(env_id):
 
     check()
     run_plans(env, [p[:5] for p in plans], on_step=check)
+
+
+# ---------------------------------------------------------------------------------------------
+# The horizontal pass alone (render/_resize.pyx: SSE2 on x86, else scalar). Pillow resizing only
+# the width runs only its horizontal pass, so each case is checked against Pillow directly.
+
+def _horizontal(src, out_w, rows=None, cols=None, simd=True, fill=0):
+    """_resize.horizontal of src (H, W, C) to out_w columns over rows x cols (default all) into
+    a tmp filled with ``fill``."""
+    h, w, c = src.shape
+    bounds, weights = resize.coefficients(w, out_w)
+    row0, row1 = rows or (0, h)
+    col0, col1 = cols or (0, out_w)
+    tmp = np.full((h, out_w, c), fill, np.uint8)
+    _resize.horizontal(src, tmp, 0, row0, row1, col0, col1, bounds, weights, simd)
+    return tmp
+
+
+def _pillow_width(src, out_w):
+    frame = src[:, :, 0] if src.shape[2] == 1 else src
+    return pillow_resize(frame, (out_w, src.shape[0])).reshape(src.shape[0], out_w, -1)
+
+
+def test_horizontal_equals_pillow_all_small_widths():
+    """Widths 1..40 and some larger ones, odd and even, down- and upscaled, C = 3 and 1: windows
+    of every length that start at the row's first pixel and end at its last; enough rows for the
+    SIMD loop (and an odd count: the last row goes alone)."""
+    rng = np.random.default_rng(21)
+    widths = list(range(1, 41)) + [47, 64, 97, 128, 255, 401, 507]
+    for w in widths:
+        for channels in (3, 1):
+            src = rng.integers(0, 256, (int(rng.integers(5, 9)), w, channels), np.uint8)
+            outs = {max(1, w // 2), max(1, w // 3), w + 1, 2 * w + 1,
+                    int(rng.integers(1, 3 * w + 2))}
+            if w > 40:
+                outs |= {224, 41, 7}
+            for out_w in sorted(outs - {w}):
+                expected = _pillow_width(src, out_w)
+                got = _horizontal(src, out_w)
+                assert np.array_equal(got, expected), (w, channels, out_w)
+                assert np.array_equal(_horizontal(src, out_w, simd=False), expected)
+
+
+def test_horizontal_saturates_like_pillow():
+    """All-255 / all-0 / 0-255 stripes: sums above 255 and below 0 are clipped exactly so."""
+    for w, out_w in [(9, 4), (40, 17), (100, 224), (401, 224), (33, 80)]:
+        for channels in (3, 1):
+            stripes = np.zeros((6, w, channels), np.uint8)
+            stripes[:, ::2] = 255
+            for src in (stripes, 255 - stripes, np.full_like(stripes, 255), 0 * stripes):
+                assert np.array_equal(_horizontal(src, out_w), _pillow_width(src, out_w))
+
+
+def test_horizontal_sub_rectangle_leaves_the_rest():
+    """Rows x columns of the output are Pillow's, everything else is untouched (the SIMD loop
+    stores four bytes for three: never past the rectangle's last column)."""
+    rng = np.random.default_rng(22)
+    for t in range(60):
+        channels = 3 if t % 3 else 1
+        h, w = int(rng.integers(1, 14)), int(rng.integers(1, 300))
+        out_w = int(rng.integers(1, 2 * w + 2))
+        src = rng.integers(0, 256, (h, w, channels), np.uint8)
+        row0 = int(rng.integers(0, h))
+        row1 = int(rng.integers(row0 + 1, h + 1))
+        col0 = int(rng.integers(0, out_w))
+        col1 = int(rng.integers(col0 + 1, out_w + 1))
+        got = _horizontal(src, out_w, (row0, row1), (col0, col1), fill=77)
+        expected = np.full_like(got, 77)
+        expected[row0:row1, col0:col1] = _pillow_width(src, out_w)[row0:row1, col0:col1]
+        assert np.array_equal(got, expected), (h, w, channels, out_w, row0, row1, col0, col1)
+
+
+def _reference_horizontal(src, bounds, weights):
+    """The pass in NumPy: int64 sums wrapped to int32 as Pillow's (and the SIMD loop's) 32-bit
+    sums, then Pillow's clip."""
+    h, w, c = src.shape
+    out = np.zeros((h, len(bounds), c), np.uint8)
+    for i, (x0, n) in enumerate(bounds):
+        s = (src[:, x0:x0 + n].astype(np.int64) * weights[i, :n, None]).sum(axis=1) + (1 << 21)
+        s = s.astype(np.int32)
+        out[:, i] = np.where(s >= 1 << 30, 255, np.where(s <= 0, 0, s >> 22))
+    return out
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_horizontal_coefficient_split_edges(channels):
+    """Coefficients at the edges of the hi * 2048 + lo split (+-2^22, -1, 2047, 2048, -2048,
+    -2049, -2^26, 2^26 - 1) give the exact wrapped 32-bit sums; ones outside the split's range
+    (run by the scalar loop) too. Every channel count the SIMD loop has."""
+    rng = np.random.default_rng(23 + channels)
+    edges = np.array([1 << 22, -(1 << 22), -1, 0, 1, 2047, 2048, -2048, -2049, 4095,
+                      -(1 << 26), (1 << 26) - 1, 12345, -54321], np.int64)
+    for t in range(40):
+        h, w = int(rng.integers(5, 9)), int(rng.integers(1, 90))
+        out_w = int(rng.integers(1, 2 * w + 2))
+        bounds, weights = resize.coefficients(w, out_w)
+        weights = rng.choice(edges, weights.shape).astype(np.int32)
+        src = rng.integers(0, 256, (h, w, channels), np.uint8)
+        if t % 4 == 0:   # out of the split's range (small values: no sum overflows int32)
+            weights = np.clip(weights, -(1 << 22), 1 << 22)
+            weights[:, 0] = (1 << 26) if t % 8 else -(1 << 26) - 1
+            src = rng.integers(0, 2, src.shape, np.uint8)
+        tmp = np.zeros((h, out_w, channels), np.uint8)
+        _resize.horizontal(src, tmp, 0, 0, h, 0, out_w, bounds, weights)
+        assert np.array_equal(tmp, _reference_horizontal(src, bounds, weights)), (w, out_w, t)
+
+
+def test_horizontal_simd_is_built_on_x86():
+    import platform
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        assert _resize.HAVE_SIMD
+
+
+@pytest.mark.parametrize("mode", ["crop", "box"])
+def test_compose_resample_through_the_pass_equals_pillow(mode):
+    """render/compose.py's crop + resample runs the same pass with windows offset into the
+    image: crops at the left and right edges (windows that end at the row's last pixel), down
+    and up, as the zoom puzzle's 224 x 224 tiles."""
+    from PIL import Image
+    from visgym.render import compose
+
+    rng = np.random.default_rng(24)
+    image = rng.integers(0, 256, (500, 400, 3), np.uint8)
+    im = Image.fromarray(image)
+    for box, size in [((0, 0, 400, 500), (224, 224)), ((0, 13, 123, 300), (224, 224)),
+                      ((277, 0, 400, 499), (224, 224)), ((399, 0, 400, 500), (5, 17)),
+                      ((150, 120, 250, 195), (224, 224)), ((390, 480, 400, 500), (37, 23))]:
+        if mode == "crop":
+            expected = np.asarray(im.crop(box).resize(size, Image.Resampling.LANCZOS))
+        else:
+            expected = np.asarray(im.resize(size, Image.Resampling.LANCZOS, box=box))
+        assert np.array_equal(compose.resample(image, box, size, "lanczos", mode), expected), box
