@@ -1,6 +1,8 @@
 """Step throughput: env-steps/s with up-to-date frames for several batch sizes, the single
 gymnasium env's per-step latency, and the memory-bandwidth ceiling measured in the same run (how
-many frames per second this machine can merely copy), with the ratio between the two.
+many frames per second this machine can merely copy), with the ratio between the two, and the
+frame bytes an env-step changes (measured over a few untimed steps: what any renderer has to
+write) with the write rate those bytes make at the measured speed.
 
 Compile time (first reset and step, Numba JIT or cache load) is reported apart from step time.
 Actions are random valid moves with a stop now and then; episodes auto-reset (next-step mode) when
@@ -68,9 +70,25 @@ def bench_batch(env_id: str, batch: int, seconds: float, seed: int = 0,
         if time.perf_counter() >= deadline:
             break
     elapsed = time.perf_counter() - t0
-    return {"batch": batch, "env_steps_per_s": steps * batch / elapsed,
+    rate = steps * batch / elapsed
+    changed = _changed_bytes(env, lists[:8])
+    return {"batch": batch, "env_steps_per_s": rate,
             "step_call_us": elapsed / steps * 1e6, "compile_s": compile_s,
-            "frame_shape": list(env.frame_shape)}
+            "frame_shape": list(env.frame_shape), "changed_bytes_per_env_step": changed,
+            "changed_gb_per_s": changed * rate / 1e9}
+
+
+def _changed_bytes(env, lists) -> float:
+    """Mean bytes of the frames that a step changes, per env-step, over a few untimed steps:
+    what any renderer must write to keep the frames up to date (``changed_gb_per_s`` at the
+    measured rate says how close to the memory bandwidth a family runs)."""
+    before = np.empty_like(env.frames)
+    total = 0
+    for actions in lists:
+        np.copyto(before, env.frames)
+        env.step(actions)
+        total += int(np.count_nonzero(before != env.frames))
+    return total / (len(lists) * env.num_envs)
 
 
 def bench_single_gym(env_id: str, seconds: float, make_kwargs: dict | None = None) -> dict:
@@ -136,11 +154,15 @@ def run(args) -> int:
     single = bench_single_gym(args.env, args.seconds, make_kwargs)
     print(f"frame {rows[0]['frame_shape']}; copy ceiling: {ceiling['frames_per_s']:,.0f} "
           f"frames/s ({ceiling['gb_per_s']:.1f} GB/s)")
-    print(f"{'batch':>7} {'env-steps/s':>14} {'us/step call':>13} {'vs copy':>8} {'compile s':>10}")
+    print(f"{'batch':>7} {'env-steps/s':>14} {'us/step call':>13} {'vs copy':>8} {'compile s':>10}"
+          f" {'KB changed':>11} {'GB/s':>6}")
     for r in rows:
         r["ratio_to_copy_ceiling"] = r["env_steps_per_s"] / ceiling["frames_per_s"]
         print(f"{r['batch']:>7} {r['env_steps_per_s']:>14,.0f} {r['step_call_us']:>13.1f} "
-              f"{r['ratio_to_copy_ceiling']:>8.2f} {r['compile_s']:>10.2f}")
+              f"{r['ratio_to_copy_ceiling']:>8.2f} {r['compile_s']:>10.2f} "
+              f"{r['changed_bytes_per_env_step'] / 1e3:>11.1f} {r['changed_gb_per_s']:>6.2f}")
+    print("KB changed: frame bytes an env-step changes (any renderer must write them); GB/s: "
+          "those bytes at the measured rate")
     print(f"single gymnasium env: {single['step_us']:.1f} us/step "
           f"({single['steps_per_s']:,.0f} steps/s)")
     report["results"] = rows

@@ -54,6 +54,7 @@ Deviations from the reference, on purpose:
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -61,13 +62,16 @@ import numpy as np
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
-from ..core.threads import FRAME_POOL, THREAD_BYTES
+from ..core import threads
 from ..core.validate import describe, integer, integers, mapping
 from ..kernels.patch_reassembly import (ACT_PLACE, extents, fill_boards, generate_puzzles,
                                         render_full, render_moved, solve_puzzles, step_pieces)
 from ..render.text import draw_text, glyph_atlas
 
 CELL_PX = 40
+# Resets that redraw at least this many bytes of frames draw each in a scratch frame first.
+SCRATCH_BYTES = 4 << 20
+_NO_SCRATCH = np.zeros(0, np.uint8)
 FONT_PX = 32
 WHITE = (255, 255, 255)
 GRID_RGB = np.array([200, 200, 200], np.uint8)
@@ -308,6 +312,7 @@ class PatchReassembly(Family):
         self.label_masks, self.label_oy, self.label_ox = _label_masks(max(rows, cols, n))
         min_r, min_c, max_r, max_c = _capacity_extent(rows, cols, n)
         self.capacity = ((max_r - min_r + 3) * CELL_PX, (max_c - min_c + 3) * CELL_PX)
+        self._scratches: dict[int, np.ndarray] = {}   # per drawing thread
 
     @property
     def frame_shape(self) -> tuple[int, int]:
@@ -501,10 +506,24 @@ class PatchReassembly(Family):
         args = (self.rows, self.cols, state.extent, sizes, CELL_PX, state.offsets, state.n_cells,
                 state.pos, self.color_rows, self.ink, self.label_masks, self.label_oy,
                 self.label_ox, AXIS_RGB, GRID_RGB, *work)
-        # Whole frames (~1-2 MB each): the resets of a step are shared between the cores.
+        # Whole frames (~1-2 MB each): the resets of a step are shared between the cores. A
+        # batch of them is not in the cache: each is drawn in the thread's scratch frame (which
+        # is) and copied out; a few frames are erased and redrawn in place.
         weights = sizes[rows, 0].astype(np.int64) * sizes[rows, 1] * 3
-        FRAME_POOL.run_parts(lambda part: render_full(frames, part, *args), rows, weights,
-                             THREAD_BYTES)
+        in_scratch = weights.sum() >= SCRATCH_BYTES
+        threads.FRAME_POOL.run_parts(
+            lambda part: render_full(frames, part, *args,
+                                     self._scratch() if in_scratch else _NO_SCRATCH),
+            rows, weights, threads.THREAD_BYTES)
+
+    def _scratch(self) -> np.ndarray:
+        """The calling thread's scratch frame (flat, the frame capacity's bytes)."""
+        key = threading.get_ident()
+        buf = self._scratches.get(key)
+        if buf is None:
+            height, width = self.frame_shape
+            buf = self._scratches[key] = np.empty(height * width * 3, np.uint8)
+        return buf
 
     def render_after_step(self, state, frames, work) -> None:
         work = self._work(work, frames.shape[0])
@@ -517,8 +536,8 @@ class PatchReassembly(Family):
                 work[3])
         # Each moved piece repaints the boxes it left and entered: weigh rows by its cells.
         weights = state.n_cells[rows, state.moved[rows]].astype(np.int64) * (2 * CELL_PX**2 * 3)
-        FRAME_POOL.run_parts(lambda part: render_moved(frames, part, *args), rows, weights,
-                             THREAD_BYTES)
+        threads.FRAME_POOL.run_parts(lambda part: render_moved(frames, part, *args), rows,
+                                     weights, threads.THREAD_BYTES)
 
     def render_text(self, state, i: int) -> str:
         R, C = self.rows, self.cols

@@ -86,17 +86,17 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.family import Family
-from ..core.threads import ProcessThreadPool
 from ..core.grammar import STOP, ActionSpec, Grammar, IntArray, Permutation
-from ..core.threads import FRAME_POOL, THREAD_BYTES
+from ..core import threads
 from ..core.validate import boolean, describe, integer, is_integer, mapping, one_of, real, reals
 from ..kernels.zoom_in_puzzle import draw_tiles, solved_rows, step_orders
 from ..render import compose, text
 from .assets.images import ZOOM_IN_SCAN, ImageFileError, image_source
 
 TILE_PX = 224
-RESAMPLE_THREADS = 4        # at most, for resets of many episodes
-MIN_TILES_PER_THREAD = 8
+# A reset's tiles are resampled on the calling thread below this many source pixels (~8 tiles
+# from 400 x 500 crops), else split between the cores.
+THREAD_PIXELS = 1_600_000
 # Bound of min_zoom_level, |zoom_gap| and zoom_std: generated zoom levels then stay far below the
 # 1e6 that init states may hold (min + N * gap + any plausible Normal draw), so every generated
 # episode reloads from its own state dict.
@@ -244,11 +244,6 @@ def _crop(image: np.ndarray, box) -> np.ndarray:
     return out
 
 
-# Threads for the resets' resampling (the passes release the GIL), shared by every instance and
-# private to each process (core/threads.py: never used across a fork).
-_RESAMPLE_POOL = ProcessThreadPool(RESAMPLE_THREADS, "visgym-zoom-resample")
-
-
 def resample_tile(image: np.ndarray, box, out: np.ndarray) -> None:
     """Pillow's ``image.crop(box).resize((224, 224), LANCZOS)`` into ``out`` (224, 224, 3): the
     crop (black where the box leaves the image, as Pillow crops) resampled by render/compose."""
@@ -378,9 +373,8 @@ class ZoomInPuzzle(Family):
         return self.source.array(image_id)
 
     def _render_tiles(self, state, rows) -> None:
-        """Resample the tiles of ``rows`` from their images and boxes. Many tiles are spread
-        over a few threads (the resampling passes release the GIL); the pool lives for this
-        call only, so no thread outlives it (forked workers never inherit one)."""
+        """Resample the tiles of ``rows`` from their images and boxes (many tiles on both
+        cores)."""
         jobs = []
         for b in rows:
             image_id = int(state.image_id[b])
@@ -397,12 +391,15 @@ class ZoomInPuzzle(Family):
             state.tiles[b, 0] = whole
             for k in range(self.n_views):
                 jobs.append((image, state.crop_boxes[b, k].tolist(), state.tiles[b, k + 1]))
-        workers = min(RESAMPLE_THREADS, os.cpu_count() or 1, len(jobs) // MIN_TILES_PER_THREAD)
-        if workers <= 1:
-            for job in jobs:
-                resample_tile(*job)
-            return
-        list(_RESAMPLE_POOL.map(lambda job: resample_tile(*job), jobs))   # waits, re-raises
+        # The passes release the GIL: the jobs go to the cores in two runs of about equal
+        # source pixels (what a tile's resampling costs).
+        sizes = np.array([(box[2] - box[0]) * (box[3] - box[1]) for _, box, _ in jobs], np.int64)
+
+        def resample_part(part):
+            for k in part.tolist():
+                resample_tile(*jobs[k])
+
+        threads.FRAME_POOL.run_parts(resample_part, np.arange(len(jobs)), sizes, THREAD_PIXELS)
 
     def pick_image(self, seed: int, rng: np.random.RandomState | None = None) -> int:
         """The image of an episode seeded ``seed``: the first of the source's list permuted by
@@ -512,9 +509,10 @@ class ZoomInPuzzle(Family):
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         # ~150 KB a slot: a batch's copies are shared between the cores.
         weights = np.full(rows.shape[0], (self.n_views + 1 if full else 1) * TILE_PX**2 * 3)
-        FRAME_POOL.run_parts(lambda part: draw_tiles(flat, tiles, state.order, work, self.labels,
-                                                     self.label_w, part, full),
-                             rows, weights, THREAD_BYTES)
+        threads.FRAME_POOL.run_parts(
+            lambda part: draw_tiles(flat, tiles, state.order, work, self.labels, self.label_w,
+                                    part, full),
+            rows, weights, threads.THREAD_BYTES)
 
     def render_rows(self, state, frames, rows, work) -> None:
         if len(rows):

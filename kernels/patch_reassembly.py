@@ -597,14 +597,27 @@ def _erase_drawn(frame, R, C, org_r, org_c, cell, offsets, n_cells, pos, h, w, n
                         min(cx + cell + 1, w))
 
 
+@njit(cache=True, inline="always")
+def _copy_row(out, inp):
+    # Views indexed from 0: no negative-index test per byte, and the loop vectorizes.
+    for t in range(out.shape[0]):
+        out[t] = inp[t]
+
+
 @njit(cache=True, nogil=True)
 def render_full(frames, rows, R, C, extent, hw, cell, offsets, n_cells, pos, colors, ink,
                 label_masks, label_oy, label_ox, axis_color, grid_color, drawn, d_org, d_hw,
-                d_pos, d_offsets, d_n):
-    """Whole frames of ``rows``. A row whose frame holds a drawing recorded in the workspace
-    (``drawn``: origin, size, pieces) is not filled white again: only what that drawing put on
-    its background is erased, and what lay outside its size is whitened; then the new drawing
-    is recorded."""
+                d_pos, d_offsets, d_n, scratch):
+    """Whole frames of ``rows``, then the new drawings are recorded in the workspace.
+
+    With a ``scratch`` buffer (flat uint8, at least a frame's bytes; empty for none) each frame
+    is drawn whole there, where it stays in the cache, and copied into its frame row by row: a
+    batch's frames are not in the cache, and the drawing's scattered writes (cell rows, grid
+    lines, labels) would each wait for a line of memory, where the copy's sequential ones stream.
+    Without one, a row whose frame holds a drawing recorded in the workspace (``drawn``: origin,
+    size, pieces) is not filled white again: only what that drawing put on its background is
+    erased, and what lay outside its size is whitened (cheapest when the frame is cached)."""
+    width = frames.shape[2]
     for i in range(rows.shape[0]):
         b = rows[i]
         org_r = extent[b, 0] - 1
@@ -612,7 +625,16 @@ def render_full(frames, rows, R, C, extent, hw, cell, offsets, n_cells, pos, col
         h = hw[b, 0]
         w = hw[b, 1]
         frame = frames[b]
-        if drawn[b]:
+        if scratch.shape[0] >= h * w * 3:
+            whole = scratch[:h * w * 3].reshape((h, w, 3))
+            render_region(whole, R, C, org_r, org_c, cell, offsets[b], n_cells[b], pos[b],
+                          colors, ink, label_masks, label_oy, label_ox, axis_color, grid_color,
+                          0, h, 0, w, True)
+            flat = frame.reshape(frame.shape[0] * width * 3)
+            src = scratch[:h * w * 3]
+            for y in range(h):
+                _copy_row(flat[y * width * 3:y * width * 3 + w * 3], src[y * w * 3:(y + 1) * w * 3])
+        elif drawn[b]:
             _erase_drawn(frame, R, C, d_org[b, 0], d_org[b, 1], cell, d_offsets[b], d_n[b],
                          d_pos[b], h, w, org_r, org_c, offsets[b], n_cells[b], pos[b])
             oh = min(d_hw[b, 0], h)
@@ -621,9 +643,10 @@ def render_full(frames, rows, R, C, extent, hw, cell, offsets, n_cells, pos, col
             _fill_white(frame, 0, oh, ow, w)
         else:
             _fill_white(frame, 0, h, 0, w)
-        render_region(frame, R, C, org_r, org_c, cell, offsets[b], n_cells[b], pos[b], colors,
-                      ink, label_masks, label_oy, label_ox, axis_color, grid_color, 0, h, 0, w,
-                      False)
+        if scratch.shape[0] < h * w * 3:
+            render_region(frame, R, C, org_r, org_c, cell, offsets[b], n_cells[b], pos[b],
+                          colors, ink, label_masks, label_oy, label_ox, axis_color, grid_color,
+                          0, h, 0, w, False)
         drawn[b] = True
         d_org[b, 0] = org_r
         d_org[b, 1] = org_c

@@ -244,10 +244,11 @@ cdef void paint(uint8_t* fr, Py_ssize_t stride, const uint8_t* pic, Py_ssize_t h
 
 
 def draw_grid(uint8_t[:, ::1] frames, Py_ssize_t stride, const uint8_t[::1] atlas,
-         const int64_t[::1] slot_off, const int64_t[::1] slot_of, const int64_t[::1] image_id,
-         const int32_t[:, ::1] image_hw, const int32_t[:, ::1] current,
-         const int32_t[:, ::1] target, Py_ssize_t R, Py_ssize_t C, Py_ssize_t border,
-         changed, const int64_t[::1] rows, bint stream=False, bint paint_rows=True):
+              const int64_t[::1] slot_off, const int64_t[::1] slot_of,
+              const int64_t[::1] image_id, const int32_t[:, ::1] image_hw,
+              const int32_t[:, ::1] current, const int32_t[:, ::1] target, Py_ssize_t R,
+              Py_ssize_t C, Py_ssize_t border, changed, const int64_t[::1] rows,
+              bint stream=False, bint paint_rows=True):
     """Paint episodes ``rows`` of ``frames`` (B, frame bytes; rows of ``stride`` bytes): the
     whole frame when ``changed`` is None, else each position p with ``changed[b, p]`` (its framed
     cell, grown a pixel right and down where crops are unequal: the most a piece can spill).
@@ -269,14 +270,15 @@ def draw_grid(uint8_t[:, ::1] frames, Py_ssize_t stride, const uint8_t[::1] atla
                          f", border {border}")
     if current.shape[0] != B or target.shape[0] != B or current.shape[1] != n \
             or target.shape[1] != n:
-        raise ValueError(f"current/target: expected ({B}, {n}), got "
-                         f"({current.shape[0]}, {current.shape[1]}) / ({target.shape[0]}, {target.shape[1]})")
+        raise ValueError(f"current/target: expected ({B}, {n}), got ({current.shape[0]}, "
+                         f"{current.shape[1]}) / ({target.shape[0]}, {target.shape[1]})")
     if image_id.shape[0] != B or image_hw.shape[0] != B or image_hw.shape[1] != 2:
         raise ValueError(f"image_id/image_hw: expected {B} entries")
     if not full:
         cells = changed
         if cells.shape[0] != B or cells.shape[1] != n:
-            raise ValueError(f"changed: expected ({B}, {n}), got ({cells.shape[0]}, {cells.shape[1]})")
+            raise ValueError(f"changed: expected ({B}, {n}), got ({cells.shape[0]}, "
+                             f"{cells.shape[1]})")
     with nogil:
         for i in range(rows.shape[0]):
             b = rows[i]

@@ -269,7 +269,14 @@ def test_frame_layout_of_a_small_board():
     assert_frames_equal_a_full_redraw(env, "after a place")
 
 
-def test_redraws_stay_exact_through_random_steps_and_resets():
+@pytest.mark.parametrize("path", ["in place", "scratch frame and threads"])
+def test_redraws_stay_exact_through_random_steps_and_resets(path, monkeypatch):
+    import visgym.core.threads as threads
+    import visgym.envs.patch_reassembly as module
+
+    # Resets erase the old drawing in the frame, or draw whole in a scratch frame (big batches).
+    monkeypatch.setattr(module, "SCRATCH_BYTES", 0 if path != "in place" else 1 << 60)
+    monkeypatch.setattr(threads, "THREAD_BYTES", 0 if path != "in place" else 1 << 60)
     env = visgym.make("patch_reassembly/easy", num_envs=8, max_steps=6)
     env.reset(seeds=range(8))
     rng = np.random.default_rng(1)
