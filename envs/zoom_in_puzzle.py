@@ -89,14 +89,14 @@ from ..core.family import Family
 from ..core.grammar import STOP, ActionSpec, Grammar, IntArray, Permutation
 from ..core import threads
 from ..core.validate import boolean, describe, integer, is_integer, mapping, one_of, real, reals
-from ..kernels.zoom_in_puzzle import draw_tiles, solved_rows, step_orders
-from ..render import compose, text
+from ..kernels.zoom_in_puzzle import solved_rows, step_orders
+from ..render import blit, compose, text
 from .assets.images import ZOOM_IN_SCAN, ImageFileError, image_source
 
 TILE_PX = 224
-# A reset's tiles are resampled on the calling thread below this many source pixels (~8 tiles
-# from 400 x 500 crops), else split between the cores.
-THREAD_PIXELS = 1_600_000
+# A reset's tiles are resampled on the calling thread below this much work (source plus output
+# pixels: ~4 tiles, ~1 ms), else split between the cores.
+THREAD_PIXELS = 400_000
 # Bound of min_zoom_level, |zoom_gap| and zoom_std: generated zoom levels then stay far below the
 # 1e6 that init states may hold (min + N * gap + any plausible Normal draw), so every generated
 # episode reloads from its own state dict.
@@ -391,9 +391,10 @@ class ZoomInPuzzle(Family):
             state.tiles[b, 0] = whole
             for k in range(self.n_views):
                 jobs.append((image, state.crop_boxes[b, k].tolist(), state.tiles[b, k + 1]))
-        # The passes release the GIL: the jobs go to the cores in two runs of about equal
-        # source pixels (what a tile's resampling costs).
-        sizes = np.array([(box[2] - box[0]) * (box[3] - box[1]) for _, box, _ in jobs], np.int64)
+        # The passes release the GIL: the jobs go to the cores in two runs of about equal work
+        # (a tile's resampling costs about its source plus its output pixels).
+        sizes = np.array([(box[2] - box[0]) * (box[3] - box[1]) + TILE_PX**2
+                          for _, box, _ in jobs], np.int64)
 
         def resample_part(part):
             for k in part.tolist():
@@ -506,13 +507,7 @@ class ZoomInPuzzle(Family):
             work = self.new_workspace(batch)
         tiles = state.tiles.reshape(batch, self.n_views + 1, TILE_PX, TILE_PX * 3)
         flat = frames.reshape(batch, frames.shape[1], frames.shape[2] * 3)
-        rows = np.ascontiguousarray(rows, dtype=np.int64)
-        # ~150 KB a slot: a batch's copies are shared between the cores.
-        weights = np.full(rows.shape[0], (self.n_views + 1 if full else 1) * TILE_PX**2 * 3)
-        threads.FRAME_POOL.run_parts(
-            lambda part: draw_tiles(flat, tiles, state.order, work, self.labels, self.label_w,
-                                    part, full),
-            rows, weights, threads.THREAD_BYTES)
+        blit.draw_tiles(flat, tiles, state.order, work, self.labels, self.label_w, rows, full)
 
     def render_rows(self, state, frames, rows, work) -> None:
         if len(rows):

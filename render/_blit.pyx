@@ -357,3 +357,104 @@ def draw_grid(uint8_t[:, ::1] frames, Py_ssize_t stride, const uint8_t[::1] atla
         if stream:
             visgym_store_fence()
     free(rowbuf)
+
+
+def draw_tiles(uint8_t[:, :, ::1] frames, const uint8_t[:, :, :, ::1] tiles,
+               const int32_t[:, ::1] order, int32_t[:, ::1] drawn,
+               const uint8_t[:, :, ::1] labels, const int64_t[::1] label_w,
+               const int64_t[::1] rows, bint full, bint stream=False, bint paint_rows=True):
+    """A row of square tiles (zoom_in_puzzle): frames (B, T, W * 3) show tile 0 of the episode's
+    ``tiles`` (B, N + 1, T, T * 3) in slot 0 and tile ``order[b, s] + 1`` in slot s + 1, with
+    the constant label patch ``labels[s]`` (right-aligned, ``label_w[s]`` pixels of its width
+    used) over the slot's bottom-right corner. With ``full`` every slot of ``rows`` is drawn,
+    else only the slots whose tile differs from ``drawn`` (what the frame shows), which is
+    updated. With ``stream``, a frame where at least half the slots change is rewritten whole,
+    each row composed in a scratch row and streamed out. Returns the number of slots drawn. Everything is checked before anything is drawn
+    (ValueError naming it); with ``paint_rows`` off only the checks run."""
+    cdef Py_ssize_t B = frames.shape[0], N = order.shape[1], T = tiles.shape[2]
+    cdef Py_ssize_t LH = labels.shape[1], LW = labels.shape[2] // 3, row_px = T * 3
+    cdef Py_ssize_t i, b, s, c, y, x0, keep, changed, count = 0, bad = -1
+    cdef uint8_t* rowbuf = NULL
+    if tiles.shape[0] != B or tiles.shape[1] != N + 1 or tiles.shape[3] != row_px:
+        raise ValueError(f"tiles: expected ({B}, {N + 1}, T, T * 3), got ({tiles.shape[0]}, "
+                         f"{tiles.shape[1]}, {tiles.shape[2]}, {tiles.shape[3]})")
+    if frames.shape[1] < T or frames.shape[2] < (N + 1) * row_px:
+        raise ValueError(f"frames: ({frames.shape[1]}, {frames.shape[2]}) cannot hold {N + 1} "
+                         f"tiles of {T} px")
+    if order.shape[0] != B or drawn.shape[0] != B or drawn.shape[1] != N:
+        raise ValueError(f"order/drawn: expected ({B}, {N})")
+    if labels.shape[0] < N or label_w.shape[0] < N or LH > T:
+        raise ValueError(f"labels: expected {N} patches of at most {T} rows")
+    for s in range(N):
+        if label_w[s] < 0 or label_w[s] > LW or label_w[s] > T:
+            raise ValueError(f"label_w[{s}]: {label_w[s]} outside 0..{min(LW, T)}")
+    for i in range(rows.shape[0]):
+        b = rows[i]
+        if b < 0 or b >= B:
+            bad = i
+            break
+        for s in range(N):
+            if order[b, s] < 0 or order[b, s] >= N:
+                bad = i
+        if bad >= 0:
+            break
+    if bad >= 0:
+        raise ValueError(f"rows[{bad}]: episode {rows[bad]} is out of range or its order is not "
+                         f"in 0..{N - 1}")
+    if not paint_rows:
+        return 0
+    if stream:
+        rowbuf = <uint8_t*>malloc((N + 1) * row_px + 64)
+        if rowbuf == NULL:
+            raise MemoryError("draw_tiles: no memory for a row")
+    with nogil:
+        for i in range(rows.shape[0]):
+            b = rows[i]
+            changed = 0
+            for s in range(N):
+                if drawn[b, s] != order[b, s]:
+                    changed += 1
+            if stream and (full or 2 * changed >= N):
+                # Most slots change: every frame row is composed whole in the scratch row and
+                # streamed out in one run (whole lines; the unchanged slots rewrite their own
+                # pixels).
+                for y in range(T):
+                    memcpy(rowbuf, &tiles[b, 0, y, 0], row_px)
+                    for s in range(N):
+                        x0 = row_px * (s + 1)
+                        if y < T - LH:
+                            memcpy(rowbuf + x0, &tiles[b, order[b, s] + 1, y, 0], row_px)
+                        else:
+                            keep = (T - label_w[s]) * 3
+                            memcpy(rowbuf + x0, &tiles[b, order[b, s] + 1, y, 0], keep)
+                            memcpy(rowbuf + x0 + keep,
+                                   &labels[s, y - (T - LH), (LW - label_w[s]) * 3],
+                                   row_px - keep)
+                    copy_run(&frames[b, y, 0], rowbuf, (N + 1) * row_px, True)
+                for s in range(N):
+                    count += full or drawn[b, s] != order[b, s]
+                    drawn[b, s] = order[b, s]
+                continue
+            # A few slots: their rows in place with cached stores (a slot's rows start and end
+            # inside 64-byte lines, and streaming part of a line is slower than either).
+            if full:
+                for y in range(T):
+                    memcpy(&frames[b, y, 0], &tiles[b, 0, y, 0], row_px)
+            for s in range(N):
+                c = order[b, s]
+                if not full and drawn[b, s] == c:
+                    continue
+                drawn[b, s] = <int32_t>c
+                count += 1
+                x0 = row_px * (s + 1)
+                keep = (T - label_w[s]) * 3
+                for y in range(T - LH):
+                    memcpy(&frames[b, y, x0], &tiles[b, c + 1, y, 0], row_px)
+                for y in range(T - LH, T):
+                    memcpy(&frames[b, y, x0], &tiles[b, c + 1, y, 0], keep)
+                    memcpy(&frames[b, y, x0 + keep],
+                           &labels[s, y - (T - LH), (LW - label_w[s]) * 3], row_px - keep)
+        if stream:
+            visgym_store_fence()
+    free(rowbuf)
+    return count

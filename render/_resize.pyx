@@ -31,6 +31,9 @@ DEF PRECISION_BITS = 22
 # scalar fallback). Rows go two at a time (C >= 2), sharing the coefficient loads; the
 # coefficients are split and packed once per call (a call with very few rows runs the scalar
 # loop instead).
+#
+# The vertical pass (vg_vertical_row, the last function of the block) uses the same split, two
+# taps (two source rows) per pmaddwd pair and 16 output bytes at a time.
 cdef extern from *:
     """
     #include <stddef.h>
@@ -259,6 +262,77 @@ cdef extern from *:
         }
     }
 
+    /* The vertical pass, one output row: q[j] = clip8(1/2 + sum_i p[i * stride + j] * k[i])
+       for j < m (m >= 16), n taps (n >= 0). Taps go two at a time: the 16 bytes of rows a and
+       b are interleaved as int16 pairs (a[j], b[j]) in 32-bit lanes, four vectors, each
+       multiplied and added by pmaddwd against (hi a, hi b) and (lo a, lo b); the eight int32
+       sums of a 16-byte block stay in registers over all the taps, then are clipped and stored
+       together. An odd last tap is paired with zero bytes. The last block starts at m - 16
+       (it overlaps the one before: the same sums, the same bytes), so nothing is read or
+       written outside the m bytes. w: room for ((n + 1) / 2) * 2 vectors (16-byte aligned).
+       0 (nothing written) when a coefficient does not split into int16 halves. */
+    static int vg_vertical_row(const uint8_t* p, ptrdiff_t stride, const int32_t* k, int n,
+                               ptrdiff_t m, __m128i* w, uint8_t* q) {
+        const int npairs = n >> 1, odd = n & 1;
+        for (int i = 0; i < n; i++)
+            if (k[i] < -(1 << 26) || k[i] >= (1 << 26))
+                return 0;
+        for (int g = 0; g < npairs + odd; g++) {
+            const int32_t ka = k[2 * g], kb = 2 * g + 1 < n ? k[2 * g + 1] : 0;
+            /* hi = floor(w / 2048) (arithmetic shift), lo = w mod 2048 */
+            w[2 * g] = _mm_set1_epi32((int32_t)((uint32_t)(uint16_t)(ka >> 11) |
+                                                (uint32_t)(uint16_t)(kb >> 11) << 16));
+            w[2 * g + 1] = _mm_set1_epi32((int32_t)((uint32_t)(ka & 2047) |
+                                                    (uint32_t)(kb & 2047) << 16));
+        }
+        const __m128i z = _mm_setzero_si128(), half = _mm_set1_epi32(1 << 21);
+        ptrdiff_t j = 0;
+        for (;;) {
+            if (j > m - 16)
+                j = m - 16;
+            const uint8_t* s = p + j;
+            const __m128i* kw = w;
+            __m128i h0 = z, h1 = z, h2 = z, h3 = z, l0 = half, l1 = half, l2 = half, l3 = half;
+    #define VG_VSTEP(A, B) do {                                                        \
+                const __m128i x_ = _mm_unpacklo_epi8((A), (B));                       \
+                const __m128i y_ = _mm_unpackhi_epi8((A), (B));                       \
+                const __m128i hi_ = kw[0], lo_ = kw[1];                                \
+                __m128i d_ = _mm_unpacklo_epi8(x_, z);                                 \
+                h0 = _mm_add_epi32(h0, _mm_madd_epi16(d_, hi_));                       \
+                l0 = _mm_add_epi32(l0, _mm_madd_epi16(d_, lo_));                       \
+                d_ = _mm_unpackhi_epi8(x_, z);                                         \
+                h1 = _mm_add_epi32(h1, _mm_madd_epi16(d_, hi_));                       \
+                l1 = _mm_add_epi32(l1, _mm_madd_epi16(d_, lo_));                       \
+                d_ = _mm_unpacklo_epi8(y_, z);                                         \
+                h2 = _mm_add_epi32(h2, _mm_madd_epi16(d_, hi_));                       \
+                l2 = _mm_add_epi32(l2, _mm_madd_epi16(d_, lo_));                       \
+                d_ = _mm_unpackhi_epi8(y_, z);                                         \
+                h3 = _mm_add_epi32(h3, _mm_madd_epi16(d_, hi_));                       \
+                l3 = _mm_add_epi32(l3, _mm_madd_epi16(d_, lo_));                       \
+            } while (0)
+            for (int g = 0; g < npairs; g++, s += 2 * stride, kw += 2) {
+                const __m128i a = _mm_loadu_si128((const __m128i*)s);
+                const __m128i b = _mm_loadu_si128((const __m128i*)(s + stride));
+                VG_VSTEP(a, b);
+            }
+            if (odd) {
+                const __m128i a = _mm_loadu_si128((const __m128i*)s);
+                VG_VSTEP(a, z);
+            }
+    #undef VG_VSTEP
+            /* Pillow's clip8: >> 22, then saturated to int16 and to 0..255 */
+            const __m128i v0 = _mm_srai_epi32(_mm_add_epi32(_mm_slli_epi32(h0, 11), l0), 22);
+            const __m128i v1 = _mm_srai_epi32(_mm_add_epi32(_mm_slli_epi32(h1, 11), l1), 22);
+            const __m128i v2 = _mm_srai_epi32(_mm_add_epi32(_mm_slli_epi32(h2, 11), l2), 22);
+            const __m128i v3 = _mm_srai_epi32(_mm_add_epi32(_mm_slli_epi32(h3, 11), l3), 22);
+            _mm_storeu_si128((__m128i*)(q + j), _mm_packus_epi16(_mm_packs_epi32(v0, v1),
+                                                                 _mm_packs_epi32(v2, v3)));
+            if (j + 16 >= m)
+                return 1;
+            j += 16;
+        }
+    }
+
     #else
     #define VG_RESIZE_SSE2 0
     static int vg_pack(const int32_t* bounds, ptrdiff_t bstride, const int32_t* kk,
@@ -272,6 +346,8 @@ cdef extern from *:
     static void vg_row_single(const int16_t* u, const int16_t* w, int wstride,
                               const int32_t* off, const int32_t* groups, int ncols, uint8_t* q,
                               ptrdiff_t step) {}
+    static int vg_vertical_row(const uint8_t* p, ptrdiff_t stride, const int32_t* k, int n,
+                               ptrdiff_t m, void* w, uint8_t* q) { return 0; }
     #endif
     """
     enum: VG_RESIZE_SSE2
@@ -285,8 +361,11 @@ cdef extern from *:
                        uint8_t* q1, Py_ssize_t step) nogil
     void vg_row_single(const int16_t* u, const int16_t* w, int wstride, const int32_t* off,
                        const int32_t* groups, int ncols, uint8_t* q, Py_ssize_t step) nogil
+    int vg_vertical_row(const uint8_t* p, Py_ssize_t stride, const int32_t* k, int n,
+                        Py_ssize_t m, void* w, uint8_t* q) nogil
 
-#: Whether horizontal() has its SSE2 loop on this build (else it is the scalar loop only).
+#: Whether horizontal() and vertical() have their SSE2 loops on this build (else they are the
+#: scalar loops only).
 HAVE_SIMD = bool(VG_RESIZE_SSE2)
 
 
@@ -404,36 +483,58 @@ def horizontal(const uint8_t[:, :, ::1] src, uint8_t[:, :, ::1] tmp, int y_first
 
 
 def vertical(const uint8_t[:, :, ::1] tmp, uint8_t[:, :, ::1] out, int row0, int row1,
-             int col0, int col1, const int32_t[:, ::1] bounds, const int32_t[:, ::1] kk):
+             int col0, int col1, const int32_t[:, ::1] bounds, const int32_t[:, ::1] kk,
+             bint simd=True):
     """out[r, c] for output rows r in [row0, row1) and columns c in [col0, col1); bounds are
-    relative to tmp's first row. A whole output row is summed at once, source row by source
-    row (a loop over contiguous bytes the compiler vectorises); each value's sum is the same
-    integers added in the same order as ``convolve``, so the result is Pillow's."""
+    relative to tmp's first row. Each output row is a sum over the contiguous bytes of the
+    columns, source row by source row: with SSE2 (vg_vertical_row above: two taps per pmaddwd
+    pair, 16 bytes at a time in registers) when the row is at least 16 bytes wide and its
+    coefficients split into int16 halves, else the scalar loop below (an int32 row of sums,
+    the same integers added in the same order as ``convolve``); both give Pillow's bytes.
+    ``simd=False`` runs the scalar loop only (for tests)."""
     cdef int r, i, n, C = tmp.shape[2]
-    cdef Py_ssize_t j, m = (col1 - col0) * C
+    cdef bint use_simd, failed = False
+    cdef Py_ssize_t j, m = (col1 - col0) * C, stride = tmp.strides[0]
     cdef int32_t w
-    cdef int32_t* acc
+    cdef int32_t* acc = NULL
+    cdef char* wraw = NULL
+    cdef void* wv = NULL
     cdef const uint8_t* p
     cdef uint8_t* q
     if m <= 0 or row1 <= row0:
         return
-    acc = <int32_t*>malloc(m * sizeof(int32_t))
-    if acc == NULL:
-        raise MemoryError("vertical: no memory for a row of sums")
+    use_simd = simd and VG_RESIZE_SSE2 and m >= 16
+    if use_simd:
+        # room for the widest row's coefficient vectors (two per tap pair), 16-byte aligned
+        wraw = <char*>malloc(<size_t>((kk.shape[1] + 1) // 2 * 2 + 1) * 16)
+        if wraw == NULL:
+            raise MemoryError("vertical: no memory for the coefficients")
+        wv = wraw + (-<Py_ssize_t>wraw & 15)
     with nogil:
         for r in range(row0, row1):
+            n = bounds[r, 1]
+            p = &tmp[bounds[r, 0] if n > 0 else 0, col0, 0]   # (not read when n is 0)
+            q = &out[r, col0, 0]
+            if use_simd and vg_vertical_row(p, stride, &kk[r, 0], n, m, wv, q):
+                continue
+            if acc == NULL:
+                acc = <int32_t*>malloc(m * sizeof(int32_t))
+                if acc == NULL:
+                    failed = True
+                    break
             for j in range(m):
                 acc[j] = 1 << (PRECISION_BITS - 1)
-            n = bounds[r, 1]
             for i in range(n):
                 w = kk[r, i]
                 p = &tmp[bounds[r, 0] + i, col0, 0]
                 for j in range(m):
                     acc[j] += p[j] * w
-            q = &out[r, col0, 0]
             for j in range(m):
                 q[j] = clip8(acc[j])
+    free(wraw)
     free(acc)
+    if failed:
+        raise MemoryError("vertical: no memory for a row of sums")
 
 
 def changed_box(const uint8_t[:, :, ::1] a, const uint8_t[:, :, ::1] b):

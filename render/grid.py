@@ -12,16 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import threads
-from . import _blit
+from . import _blit, blit
 
-__all__ = ["draw_grid", "STREAM_BYTES"]
+__all__ = ["draw_grid"]
 
-# A call that writes at least this much composes each frame row in a scratch row and streams it
-# out past the caches (render/_blit.pyx): far larger than the caches, it would not stay cached,
-# and a streamed whole 64-byte line skips the read that a cached store of a line not in the
-# cache makes first. One that writes at least core.threads.THREAD_BYTES is split across the
-# cores.
-STREAM_BYTES = 2 << 20
+# A call that writes at least blit.STREAM_BYTES composes each frame row in a scratch row and
+# streams it out past the caches (render/blit.py says why); one that writes at least
+# core.threads.THREAD_BYTES is split across the cores.
 SMALL_CALL = 8   # calls with fewer rows skip the weighing (a single env's step)
 
 
@@ -49,7 +46,7 @@ def draw_grid(frames, atlas, slot_off, slot_of, image_id, image_hw, current, tar
     weights = (hw[:, 0] + 2 * rows_n * border) * (hw[:, 1] + 2 * cols_n * border) * 3
     if cells is not None:
         weights = weights * cells[rows].sum(axis=1) // (rows_n * cols_n)
-    stream = bool(weights.sum() >= STREAM_BYTES)
+    stream = bool(weights.sum() >= blit.STREAM_BYTES)
     _blit.draw_grid(*args, rows, False, False)   # every row checked before any is painted
     threads.FRAME_POOL.run_parts(lambda part: _blit.draw_grid(*args, part, stream), rows, weights,
                                  threads.THREAD_BYTES)

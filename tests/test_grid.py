@@ -9,7 +9,7 @@ import pytest
 
 from visgym.core import threads
 from visgym.core.threads import ProcessThreadPool, contiguous_parts
-from visgym.render import grid
+from visgym.render import blit, grid
 
 
 def _split(total, parts):
@@ -75,7 +75,7 @@ def path(request, monkeypatch):
     if request.param != "one call":
         monkeypatch.setattr(grid, "SMALL_CALL", 1)
         monkeypatch.setattr(threads, "THREAD_BYTES", 0)
-        monkeypatch.setattr(grid, "STREAM_BYTES", 0)
+        monkeypatch.setattr(blit, "STREAM_BYTES", 0)
     return request.param
 
 

@@ -222,3 +222,143 @@ def test_compose_resample_through_the_pass_equals_pillow(mode):
         else:
             expected = np.asarray(im.resize(size, Image.Resampling.LANCZOS, box=box))
         assert np.array_equal(compose.resample(image, box, size, "lanczos", mode), expected), box
+
+
+# ---------------------------------------------------------------------------------------------
+# The vertical pass alone (render/_resize.pyx: SSE2 16 bytes at a time when a row is >= 16
+# bytes wide, else scalar). Pillow resizing only the height runs only its vertical pass, on the
+# source itself, so each case is checked against Pillow directly.
+
+def _vertical(src, out_h, rows=None, cols=None, simd=True, fill=0, coefficients=None):
+    """_resize.vertical of src (H, W, C) to out_h rows over rows x cols (default all) into an
+    output filled with ``fill``."""
+    h, w, c = src.shape
+    bounds, weights = coefficients or resize.coefficients(h, out_h)
+    row0, row1 = rows or (0, out_h)
+    col0, col1 = cols or (0, w)
+    out = np.full((out_h, w, c), fill, np.uint8)
+    _resize.vertical(src, out, row0, row1, col0, col1, bounds, weights, simd)
+    return out
+
+
+def _pillow_height(src, out_h):
+    frame = src[:, :, 0] if src.shape[2] == 1 else src
+    return pillow_resize(frame, (src.shape[1], out_h)).reshape(out_h, src.shape[1], -1)
+
+
+# Row widths in bytes under, at, just over and between multiples of the 16-byte block.
+_V_WIDTHS = {3: (1, 5, 6, 11, 16, 21, 43), 1: (1, 15, 16, 17, 31, 48, 70)}
+
+
+def test_vertical_equals_pillow_all_small_heights():
+    """Heights 1..40 and some larger ones, odd and even, down- and upscaled, C = 3 and 1:
+    windows of every tap count (odd counts pad a zero tap) at the image's first and last rows,
+    rows narrower than a block (scalar), exactly one block, and blocks plus a tail (the last
+    block overlaps the one before)."""
+    rng = np.random.default_rng(31)
+    heights = list(range(1, 41)) + [47, 64, 97, 128, 255, 401]
+    for h in heights:
+        for channels in (3, 1):
+            w = int(rng.choice(_V_WIDTHS[channels]))
+            src = rng.integers(0, 256, (h, w, channels), np.uint8)
+            outs = {max(1, h // 2), max(1, h // 3), h + 1, 2 * h + 1,
+                    int(rng.integers(1, 3 * h + 2))}
+            if h > 40:
+                outs |= {224, 41, 7}
+            for out_h in sorted(outs - {h}):
+                expected = _pillow_height(src, out_h)
+                assert np.array_equal(_vertical(src, out_h), expected), (h, w, channels, out_h)
+                assert np.array_equal(_vertical(src, out_h, simd=False), expected)
+
+
+def test_vertical_saturates_like_pillow():
+    """Rows alternating 0 / 255 (the vertical pass's stripes), a checkerboard, all-255 and
+    all-0: sums above 255 and below 0 are clipped exactly so."""
+    for h, out_h in [(9, 4), (40, 17), (100, 224), (401, 224), (33, 80), (6, 5)]:
+        for channels, w in ((3, 23), (1, 37)):
+            stripes = np.zeros((h, w, channels), np.uint8)
+            stripes[::2] = 255
+            checker = stripes.copy()
+            checker[:, ::2] = 255 - checker[:, ::2]
+            for src in (stripes, 255 - stripes, checker, np.full_like(stripes, 255), 0 * stripes):
+                assert np.array_equal(_vertical(src, out_h), _pillow_height(src, out_h))
+
+
+def test_vertical_sub_rectangle_leaves_the_rest():
+    """Output rows x columns are Pillow's, every byte outside is untouched (the 16-byte stores,
+    the overlapping last block, never reach past the rectangle's last column)."""
+    rng = np.random.default_rng(32)
+    for t in range(80):
+        channels = 3 if t % 3 else 1
+        h, w = int(rng.integers(1, 60)), int(rng.integers(1, 90))
+        out_h = int(rng.integers(1, 2 * h + 2))
+        src = rng.integers(0, 256, (h, w, channels), np.uint8)
+        row0 = int(rng.integers(0, out_h))
+        row1 = int(rng.integers(row0 + 1, out_h + 1))
+        col0 = int(rng.integers(0, w))
+        col1 = int(rng.integers(col0 + 1, w + 1))
+        got = _vertical(src, out_h, (row0, row1), (col0, col1), fill=77)
+        expected = np.full_like(got, 77)
+        expected[row0:row1, col0:col1] = _pillow_height(src, out_h)[row0:row1, col0:col1]
+        assert np.array_equal(got, expected), (h, w, channels, out_h, row0, row1, col0, col1)
+
+
+def _reference_vertical(src, bounds, weights):
+    """The pass in NumPy: int64 sums wrapped to int32 as Pillow's (and the SIMD loop's) 32-bit
+    sums, then Pillow's clip."""
+    out = np.zeros((len(bounds), src.shape[1], src.shape[2]), np.uint8)
+    for i, (y0, n) in enumerate(bounds):
+        s = (src[y0:y0 + n].astype(np.int64) * weights[i, :n, None, None]).sum(axis=0)
+        s = (s + (1 << 21)).astype(np.int32)
+        out[i] = np.where(s >= 1 << 30, 255, np.where(s <= 0, 0, s >> 22))
+    return out
+
+
+def test_vertical_coefficient_split_edges():
+    """Coefficients at the edges of the hi * 2048 + lo split (+-2^22, -1, 2047, 2048, -2048,
+    -2049, -2^26, 2^26 - 1) give the exact wrapped 32-bit sums; rows with a coefficient outside
+    the split's range (the scalar loop, in the same call as SIMD rows) and rows of no taps too."""
+    rng = np.random.default_rng(33)
+    edges = np.array([1 << 22, -(1 << 22), -1, 0, 1, 2047, 2048, -2048, -2049, 4095,
+                      -(1 << 26), (1 << 26) - 1, 12345, -54321], np.int64)
+    for t in range(40):
+        channels = (1, 2, 3, 4)[t % 4]
+        h, w = int(rng.integers(1, 50)), int(rng.integers(1, 40))
+        out_h = int(rng.integers(1, 2 * h + 2))
+        bounds, weights = resize.coefficients(h, out_h)
+        weights = rng.choice(edges, weights.shape).astype(np.int32)
+        src = rng.integers(0, 256, (h, w, channels), np.uint8)
+        if t % 3 == 0:   # some rows out of the split's range (no sum overflows int32)
+            weights = np.clip(weights, -(1 << 22), 1 << 22)
+            weights[::2, 0] = (1 << 26) if t % 2 else -(1 << 26) - 1
+            src = rng.integers(0, 2, src.shape, np.uint8)
+        if t % 5 == 0:
+            bounds[::3, 1] = 0
+        expected = _reference_vertical(src, bounds, weights)
+        for simd in (True, False):
+            got = _vertical(src, out_h, simd=simd, coefficients=(bounds, weights))
+            assert np.array_equal(got, expected), (h, w, channels, out_h, t, simd)
+
+
+def test_vertical_both_dimensions_equal_pillow():
+    """Both passes through LanczosResizer and compose.resample (both pass orders), output and
+    source widths around multiples of the 16-byte block, heights down and up."""
+    from PIL import Image
+    from visgym.render import compose
+
+    rng = np.random.default_rng(34)
+    orders = set()
+    for t in range(30):
+        h, w = int(rng.integers(2, 90)), int(rng.choice([5, 6, 11, 16, 21, 22, 43, 64, 75]))
+        size = (int(rng.choice([5, 6, 11, 16, 22, 43])), int(rng.integers(1, 2 * h + 2)))
+        if size == (w, h):
+            continue
+        frame = rng.integers(0, 256, (h, w, 3), np.uint8)
+        resizer = LanczosResizer(frame.shape, size)
+        orders.add(resizer._order)
+        assert np.array_equal(resizer.resize(frame), pillow_resize(frame, size)), (h, w, size)
+        box = (int(rng.integers(0, w)), int(rng.integers(0, h)), w, h)
+        expected = np.asarray(Image.fromarray(frame).crop(box)
+                              .resize(size, Image.Resampling.LANCZOS))
+        assert np.array_equal(compose.resample(frame, box, size, "lanczos", "crop"), expected)
+    assert orders == {"h", "v"}
