@@ -167,3 +167,49 @@ def test_run_parts_covers_every_row_once_and_raises_a_parts_error():
     assert done == [list(range(5, 10))]   # the other part still ran to its end
     pool.shutdown()
 
+
+
+def _reference_tiles(tiles, order, labels, label_w):
+    """Slot 0 shows tile 0, slot s + 1 tile order[s] + 1 with label s over its bottom-right."""
+    n, T = order.shape[0], tiles.shape[1]
+    lh, lw_max = labels.shape[1], labels.shape[2]
+    frame = np.zeros((T, (n + 1) * T, 3), np.uint8)
+    frame[:, :T] = tiles[0]
+    for s in range(n):
+        x0 = (s + 1) * T
+        frame[:, x0:x0 + T] = tiles[order[s] + 1]
+        w = int(label_w[s])
+        if w:
+            frame[T - lh:, x0 + T - w:x0 + T] = labels[s, :, lw_max - w:]
+    return frame
+
+
+def test_tile_rows_equal_the_reference_on_every_path(path):
+    rng = np.random.default_rng(4)
+    B, n, T = 5, 4, 24
+    tiles = rng.integers(0, 256, (B, n + 1, T, T, 3), np.uint8)
+    labels = rng.integers(0, 256, (n, 9, 13, 3), np.uint8)
+    label_w = np.array([13, 7, 0, 10], np.int64)
+    frames = np.zeros((B, T, (n + 1) * T, 3), np.uint8)
+    flat = frames.reshape(B, T, -1)
+    flat_tiles, flat_labels = tiles.reshape(B, n + 1, T, T * 3), labels.reshape(n, 9, -1)
+    order = np.stack([rng.permutation(n) for _ in range(B)]).astype(np.int32)
+    drawn = np.full((B, n), -1, np.int32)
+    blit.draw_tiles(flat, flat_tiles, order, drawn, flat_labels, label_w, np.arange(B), True)
+    for step in range(6):
+        for b in range(B):
+            np.testing.assert_array_equal(frames[b], _reference_tiles(tiles[b], order[b], labels,
+                                                                      label_w), f"step {step}")
+        np.testing.assert_array_equal(drawn, order)
+        for b in range(B):   # a swap, or a whole new order
+            if rng.random() < 0.5:
+                i, j = rng.integers(0, n, 2)
+                order[b, [i, j]] = order[b, [j, i]]
+            else:
+                order[b] = rng.permutation(n)
+        blit.draw_tiles(flat, flat_tiles, order, drawn, flat_labels, label_w, np.arange(B), False)
+    before = frames.copy()
+    order[3, 0] = n   # not a tile
+    with pytest.raises(ValueError, match="rows\\[3\\]"):
+        blit.draw_tiles(flat, flat_tiles, order, drawn, flat_labels, label_w, np.arange(B), True)
+    np.testing.assert_array_equal(frames, before)
