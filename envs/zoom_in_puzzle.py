@@ -29,11 +29,13 @@ slot's constant label patch. The whole-photo tile is cached per image. Resamplin
 render/compose.resample (render/resize's Cython passes with Pillow's coefficients, cached per
 crop size, and the pass order that reproduces Pillow for that size, probed once per size), so
 tiles equal Pillow's ``image.crop(box).resize((224, 224), LANCZOS)`` pixel for pixel.
-Resets resample their tiles over a few threads (the passes release the GIL). Cost, 2-core
-machine, easy: a tile ~0.6 ms; a step copies ~150 KB per changed slot. At B=256 with random
-actions and auto-resets (``python -m visgym.bench step``) about 4,000-4,900 env-steps/s, split
-roughly evenly between the resets' resampling (an episode lasts ~16 steps) and the slot copies;
-a fresh process also probes each new crop size once (~1.5 ms).
+Resets resample their tiles on both cores (the SSE2 passes release the GIL); slot copies are
+render/blit.py's (a frame where most slots change is rewritten row by row with streamed stores).
+Cost, 2-core machine, easy: a tile 0.2-0.7 ms; a step changes ~300 KB of frame per episode (a
+changed slot is 150 KB). At B=256 with random actions and auto-resets (``python -m visgym.bench
+step``) about 9,200 env-steps/s over the bench's first 2 s and 10,400-11,000 once warm: a fresh
+process probes Pillow's pass order once per new crop size (~9 ms each; ~10 a step at first,
+under one a step after ~10 s).
 
 Deviations from the reference, on purpose:
 - Image source (quirk 2): ``sample_dir`` (the reference's keyword), else ``$VIS_GYM_IMAGE_DIR``,
