@@ -27,7 +27,7 @@ import numpy as np
 from PIL import Image
 
 from . import _compose, _resize, raster, text
-from .resize import _lanczos, interval_coefficients
+from .resize import _bilinear, _lanczos, interval_coefficients
 
 __all__ = ["ImageTable", "blit_rects", "blit_images", "resample", "resample_into",
            "draw_labels", "coefficients"]
@@ -37,8 +37,7 @@ _INT32 = np.dtype(np.int32)
 
 FILTERS = {
     "lanczos": (_lanczos, 3.0, Image.Resampling.LANCZOS),
-    "bilinear": (lambda x: 1.0 - abs(x) if -1.0 < x < 1.0 else 0.0, 1.0,
-                 Image.Resampling.BILINEAR),
+    "bilinear": (_bilinear, 1.0, Image.Resampling.BILINEAR),
 }
 MODES = ("crop", "box")
 
@@ -183,7 +182,7 @@ def _pillow(image, box, size, filter, mode) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4096)
 def _cached_coefficients(in_size, in0, in1, out_size, filter):
-    """coefficients(), computed once per argument tuple (a Python loop of ~1-3 ms); the arrays
+    """coefficients(), computed once per argument tuple (~50 us compiled); the arrays
     are shared and read-only."""
     bounds, weights = coefficients(in_size, in0, in1, out_size, filter)
     bounds.setflags(write=False)
@@ -192,9 +191,9 @@ def _cached_coefficients(in_size, in0, in1, out_size, filter):
 
 
 def _run(src, box, size, filter, mode, order, out=None) -> np.ndarray:
-    """Both passes in the given order over src (h, w, 3) contiguous, into ``out`` (a new array
+    """Both passes in the given order over src (h, w, C) contiguous, into ``out`` (a new array
     when None)."""
-    h, w = src.shape[:2]
+    h, w, channels = src.shape
     x0, y0, x1, y1 = box
     out_w, out_h = size
     if mode == "crop":
@@ -210,19 +209,19 @@ def _run(src, box, size, filter, mode, order, out=None) -> np.ndarray:
         hb, hk = _cached_coefficients(w, x0, x1, out_w, filter)
         vb, vk = _cached_coefficients(h, y0, y1, out_h, filter)
     if out is None:
-        out = np.zeros((out_h, out_w, 3), np.uint8)
+        out = np.zeros((out_h, out_w, channels), np.uint8)
     if order == "h":
         y_first = int(vb[0, 0])
         y_last = int(vb[-1, 0] + vb[-1, 1])
         vb = vb.copy()
         vb[:, 0] -= y_first
-        tmp = np.zeros((max(y_last - y_first, 1), out_w, 3), np.uint8)
+        tmp = np.zeros((max(y_last - y_first, 1), out_w, channels), np.uint8)
         _resize.horizontal(src, tmp, y_first, y_first, y_last, 0, out_w, hb, hk)
         _resize.vertical(tmp, out, 0, out_h, 0, out_w, vb, vk)
     else:
         c0 = int(hb[:, 0].min())
         c1 = int((hb[:, 0] + hb[:, 1]).max())
-        tmp = np.zeros((out_h, w, 3), np.uint8)
+        tmp = np.zeros((out_h, w, channels), np.uint8)
         _resize.vertical(src, tmp, 0, out_h, c0, c1, vb, vk)
         _resize.horizontal(tmp, out, 0, 0, out_h, 0, out_w, hb, hk)
     return out
@@ -234,18 +233,20 @@ _ORDERS: dict = {}
 def _order(shape, box, size, filter, mode):
     """The pass order that reproduces Pillow ("h", "v", or None for neither), found once on a
     noise probe. A crop's resize depends only on the crop's size, so crop mode is keyed (and
-    probed) by that, not by the source and box: random crop boxes share one probe per size."""
+    probed) by that, not by the source and box: random crop boxes share one probe per size.
+    Pillow picks the order from the sizes alone, so the probe has one channel (a third of the
+    work; a one-channel and a three-channel probe agreed on 500 of 500 random size pairs)."""
     if mode == "crop":
         x0, y0, x1, y1 = box
-        shape, box = (y1 - y0, x1 - x0, 3), (0, 0, x1 - x0, y1 - y0)
+        shape, box = (y1 - y0, x1 - x0), (0, 0, x1 - x0, y1 - y0)
     key = (tuple(shape[:2]), box, size, filter, mode)
     found = _ORDERS.get(key, False)
     if found is False:
-        probe = np.random.default_rng(len(_ORDERS) + 11).integers(0, 256, shape, np.uint8)
-        expected = _pillow(probe, box, size, filter, mode)
+        probe = np.random.default_rng(len(_ORDERS) + 11).integers(0, 256, shape[:2], np.uint8)
+        expected = _pillow(probe, box, size, filter, mode)[:, :, None]
         found = None
         for order in ("h", "v"):
-            if np.array_equal(_run(probe, box, size, filter, mode, order), expected):
+            if np.array_equal(_run(probe[:, :, None], box, size, filter, mode, order), expected):
                 found = order
                 break
         _ORDERS[key] = found   # set once: threads may read it meanwhile

@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 from ..core.validate import integer
-from . import _resize
+from . import _coeffs, _resize
 
 __all__ = ["LanczosResizer", "fit_long_side", "pillow_resize"]
 
@@ -68,12 +68,32 @@ def coefficients(in_size: int, out_size: int):
     return interval_coefficients(in_size, 0.0, float(in_size), out_size)
 
 
+def _bilinear(x: float) -> float:
+    return 1.0 - abs(x) if -1.0 < x < 1.0 else 0.0
+
+
+# Filters render/_coeffs.pyx computes (the same double arithmetic as below, compiled).
+_COMPILED = {_lanczos: 0, _bilinear: 1}
+
+
 def interval_coefficients(in_size: int, in0: float, span: float, out_size: int,
                           func=_lanczos, support0: float = _SUPPORT):
     """Pillow's precompute_coeffs with its fixed-point normalisation, for output samples covering
     the source interval [in0, in0 + span) of in_size samples and the filter ``func`` of support
     ``support0`` (render/compose.py's crop and box resampling use it with other intervals and
-    filters): (bounds int32[out, 2] = (first, count), weights int32[out, ksize])."""
+    filters): (bounds int32[out, 2] = (first, count), weights int32[out, ksize]). The Lanczos
+    and bilinear filters run compiled (render/_coeffs.pyx, bit for bit this code's result)."""
+    kind = _COMPILED.get(func)
+    if kind is not None:
+        return _coeffs.interval_coefficients(int(in_size), float(in0), float(span),
+                                             int(out_size), kind, float(support0))
+    return python_interval_coefficients(in_size, in0, span, out_size, func, support0)
+
+
+def python_interval_coefficients(in_size: int, in0: float, span: float, out_size: int,
+                                 func=_lanczos, support0: float = _SUPPORT):
+    """``interval_coefficients`` in Python: the statement of the arithmetic (Pillow's
+    precompute_coeffs, in double precision) that render/_coeffs.pyx repeats."""
     scale = span / out_size
     filterscale = max(scale, 1.0)
     support = support0 * filterscale

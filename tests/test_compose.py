@@ -259,6 +259,19 @@ def test_step_redraw_only_changed_rects():
     assert np.array_equal(frames, full(order))
 
 
+def test_one_channel_order_probe_gives_pillows_colour_pixels():
+    """The pass order is probed on one channel; colour crops of many sizes (zoom_in_puzzle's
+    range, down and up) still come out as Pillow's."""
+    rng = np.random.default_rng(17)
+    image = rng.integers(0, 256, (520, 700, 3), np.uint8)
+    for _ in range(40):
+        w, h = int(rng.integers(20, 700)), int(rng.integers(20, 520))
+        x0, y0 = int(rng.integers(0, 701 - w)), int(rng.integers(0, 521 - h))
+        box = (x0, y0, x0 + w, y0 + h)
+        assert np.array_equal(compose.resample(image, box, (224, 224)),
+                              _pillow(image, box, (224, 224), "lanczos", "crop")), box
+
+
 def test_crop_resample_probes_once_per_crop_size_and_fills_out():
     from visgym.render import compose as c
 

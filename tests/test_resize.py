@@ -362,3 +362,24 @@ def test_vertical_both_dimensions_equal_pillow():
                               .resize(size, Image.Resampling.LANCZOS))
         assert np.array_equal(compose.resample(frame, box, size, "lanczos", "crop"), expected)
     assert orders == {"h", "v"}
+
+
+def test_compiled_coefficients_equal_the_python_statement_bit_for_bit():
+    """render/_coeffs.pyx repeats resize.python_interval_coefficients' double arithmetic: the
+    weights are identical for whole ranges and for float32 boxes, both filters, down and up."""
+    from visgym.render.compose import FILTERS
+
+    rng = np.random.default_rng(8)
+    for t in range(400):
+        in_size, out = int(rng.integers(1, 1200)), int(rng.integers(1, 500))
+        in0, span = 0.0, float(in_size)
+        if t % 2:
+            a = float(np.float32(rng.uniform(-4, in_size)))
+            b = float(np.float32(rng.uniform(a + 0.01, in_size + 4)))
+            in0, span = a, float(np.float32(b) - np.float32(a))
+        for name in ("lanczos", "bilinear"):
+            func, support, _ = FILTERS[name]
+            got = resize.interval_coefficients(in_size, in0, span, out, func, support)
+            want = resize.python_interval_coefficients(in_size, in0, span, out, func, support)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (
+                name, in_size, in0, span, out)
