@@ -33,9 +33,8 @@ Resets resample their tiles on both cores (the SSE2 passes release the GIL); slo
 render/blit.py's (a frame where most slots change is rewritten row by row with streamed stores).
 Cost, 2-core machine, easy: a tile 0.2-0.7 ms; a step changes ~300 KB of frame per episode (a
 changed slot is 150 KB). At B=256 with random actions and auto-resets (``python -m visgym.bench
-step``) about 9,200 env-steps/s over the bench's first 2 s and 10,400-11,000 once warm: a fresh
-process probes Pillow's pass order once per new crop size (~9 ms each; ~10 a step at first,
-under one a step after ~10 s).
+step``) 10,000-11,000 env-steps/s; a fresh process probes Pillow's pass order once per new
+crop size (~1 ms each; ~10 a step at first, under one a step after ~10 s).
 
 Deviations from the reference, on purpose:
 - Image source (quirk 2): ``sample_dir`` (the reference's keyword), else ``$VIS_GYM_IMAGE_DIR``,
