@@ -70,8 +70,8 @@ from ..core.family import Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntArray, Permutation
 from ..core.validate import describe, integer, integers, mapping
 from ..kernels.jigsaw import apply_moves, changed_rows, missing_pictures
-from .assets.images import JIGSAW_SCAN, ImageFileError, image_source
 from ..render.grid import draw_grid
+from .assets.images import JIGSAW_SCAN, ImageFileError, image_source
 
 BUNDLE_TASK = "jigsaw"
 MAX_GRID = 16

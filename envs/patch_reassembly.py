@@ -60,9 +60,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..core import threads
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
-from ..core import threads
 from ..core.validate import describe, integer, integers, mapping
 from ..kernels.patch_reassembly import (ACT_PLACE, extents, fill_boards, generate_puzzles,
                                         render_full, render_moved, solve_puzzles, step_pieces)

@@ -86,9 +86,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..core import threads
 from ..core.family import Family
 from ..core.grammar import STOP, ActionSpec, Grammar, IntArray, Permutation
-from ..core import threads
 from ..core.validate import boolean, describe, integer, is_integer, mapping, one_of, real, reals
 from ..kernels.zoom_in_puzzle import solved_rows, step_orders
 from ..render import blit, compose, text
