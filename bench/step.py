@@ -48,7 +48,7 @@ def _action_pool(env, rng, size=4096):
 
 
 def bench_batch(env_id: str, batch: int, seconds: float, seed: int = 0,
-                make_kwargs: dict | None = None) -> dict:
+                make_kwargs: dict | None = None, repeat: int = 1) -> dict:
     from .. import make
 
     rng = np.random.default_rng(seed)
@@ -60,16 +60,21 @@ def bench_batch(env_id: str, batch: int, seconds: float, seed: int = 0,
     compile_s = time.perf_counter() - t0
     # Pre-build action lists so the loop measures the env, not list construction.
     lists = [[pool[j] for j in rng.integers(len(pool), size=batch)] for _ in range(64)]
-    steps = 0
-    t0 = time.perf_counter()
-    deadline = t0 + seconds
-    while True:
-        for actions in lists:
-            env.step(actions)
-        steps += len(lists)
-        if time.perf_counter() >= deadline:
-            break
-    elapsed = time.perf_counter() - t0
+    best = None
+    for _ in range(max(1, repeat)):   # the fastest of ``repeat`` windows (a shared machine)
+        steps = 0
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        while True:
+            for actions in lists:
+                env.step(actions)
+            steps += len(lists)
+            if time.perf_counter() >= deadline:
+                break
+        elapsed = time.perf_counter() - t0
+        if best is None or steps / elapsed > best[0] / best[1]:
+            best = (steps, elapsed)
+    steps, elapsed = best
     rate = steps * batch / elapsed
     changed = _changed_bytes(env, lists[:8])
     return {"batch": batch, "env_steps_per_s": rate,
@@ -147,9 +152,11 @@ def run(args) -> int:
     m = report["machine"]
     print(f"machine: {m['cpu']}, {m['cores']} cores, python {m['python']}, numpy {m['numpy']}, "
           f"numba {m['numba']}")
-    print(f"env: {args.env}, {args.seconds:.1f} s per measurement, random valid actions, "
+    print(f"env: {args.env}, {args.seconds:.1f} s per measurement"
+          + (f" (best of {args.repeat})" if args.repeat > 1 else "") + ", random valid actions, "
           f"next-step autoreset" + (f", make kwargs {make_kwargs}" if make_kwargs else ""))
-    rows = [bench_batch(args.env, b, args.seconds, make_kwargs=make_kwargs) for b in batches]
+    rows = [bench_batch(args.env, b, args.seconds, make_kwargs=make_kwargs, repeat=args.repeat)
+            for b in batches]
     ceiling = bench_copy_ceiling(tuple(rows[0]["frame_shape"]), args.seconds)
     single = bench_single_gym(args.env, args.seconds, make_kwargs)
     print(f"frame {rows[0]['frame_shape']}; copy ceiling: {ceiling['frames_per_s']:,.0f} "
@@ -179,6 +186,9 @@ def add_parser(sub) -> None:
     p.add_argument("--env", default="maze_2d/easy")
     p.add_argument("--batch", default="1,16,256,1024")
     p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="measure each batch size N times and report the fastest window "
+                        "(the machine's other work only ever slows a window down)")
     p.add_argument("--json", default=None)
     p.add_argument("--make-kwargs", default=None, metavar="JSON",
                    help="keyword arguments for make() as a JSON object, e.g. "
