@@ -152,9 +152,10 @@ def run(args) -> int:
     m = report["machine"]
     print(f"machine: {m['cpu']}, {m['cores']} cores, python {m['python']}, numpy {m['numpy']}, "
           f"numba {m['numba']}")
-    print(f"env: {args.env}, {args.seconds:.1f} s per measurement"
-          + (f" (best of {args.repeat})" if args.repeat > 1 else "") + ", random valid actions, "
-          f"next-step autoreset" + (f", make kwargs {make_kwargs}" if make_kwargs else ""))
+    best_of = f" (best of {args.repeat})" if args.repeat > 1 else ""
+    kwargs_note = f", make kwargs {make_kwargs}" if make_kwargs else ""
+    print(f"env: {args.env}, {args.seconds:.1f} s per measurement{best_of}, random valid "
+          f"actions, next-step autoreset{kwargs_note}")
     rows = [bench_batch(args.env, b, args.seconds, make_kwargs=make_kwargs, repeat=args.repeat)
             for b in batches]
     ceiling = bench_copy_ceiling(tuple(rows[0]["frame_shape"]), args.seconds)
