@@ -231,12 +231,8 @@ class BatchEnv:
             rows, sizes, old = rows[changed], sizes[changed], old[changed]
         # Pixels outside the previous size are already zero, and the family has drawn the whole
         # new frame: only what the old frame covered outside the new one needs clearing.
-        frames = self.frames
-        for r, (h, w), (ho, wo) in zip(rows.tolist(), sizes.tolist(), old.tolist()):
-            if ho > h:
-                frames[r, h:ho, :wo] = 0
-            if wo > w:
-                frames[r, :min(h, ho), w:wo] = 0
+        if rows.shape[0]:
+            self.family.clear_padding(self.frames, rows, sizes, old)
         self.frame_hw[rows] = sizes
 
     def frame(self, index: int) -> np.ndarray:

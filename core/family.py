@@ -75,6 +75,17 @@ class Family(ABC):
         out[:, 0] = self.frame_shape[0]
         out[:, 1] = self.frame_shape[1]
 
+    def clear_padding(self, frames: np.ndarray, rows: np.ndarray, sizes: np.ndarray,
+                      old: np.ndarray) -> None:
+        """Zero what frame ``rows[i]`` showed inside its old size ``old[i]`` = (h, w) and
+        outside its new one ``sizes[i]`` (BatchEnv calls it after a redraw; pixels outside the
+        old size are zero already). A family may do it in compiled code (render/blit.py)."""
+        for r, (h, w), (ho, wo) in zip(rows.tolist(), sizes.tolist(), old.tolist()):
+            if ho > h:
+                frames[r, h:ho, :wo] = 0
+            if wo > w:
+                frames[r, :min(h, ho), w:wo] = 0
+
     @abstractmethod
     def new_state(self, batch: int) -> NamedTuple:
         """Allocate a State for ``batch`` episodes (contents undefined until a reset)."""

@@ -70,6 +70,7 @@ from ..core.family import Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntArray, Permutation
 from ..core.validate import describe, integer, integers, mapping
 from ..kernels.jigsaw import apply_moves, changed_rows, missing_pictures
+from ..render import blit
 from ..render.grid import draw_grid
 from .assets.images import JIGSAW_SCAN, ImageFileError, image_source
 
@@ -403,6 +404,9 @@ class Jigsaw(Family):
         draw_grid(frames, atlas.buffer, atlas.slot_off, atlas.slot_of, state.image_id,
                   state.image_hw, state.current, state.target, self.rows_n, self.cols_n,
                   self.border, rows, changed)
+
+    def clear_padding(self, frames, rows, sizes, old) -> None:
+        blit.clear_outside(frames, rows, sizes, old)   # compiled (many rows of cold lines)
 
     def render_rows(self, state, frames, rows, work) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.int64)

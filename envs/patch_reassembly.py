@@ -66,6 +66,7 @@ from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
 from ..core.validate import describe, integer, integers, mapping
 from ..kernels.patch_reassembly import (ACT_PLACE, extents, fill_boards, generate_puzzles,
                                         render_full, render_moved, solve_puzzles, step_pieces)
+from ..render import blit
 from ..render.text import draw_text, glyph_atlas
 
 CELL_PX = 40
@@ -496,6 +497,9 @@ class PatchReassembly(Family):
         if work is None or work[0].shape[0] != batch:
             return self.new_workspace(batch)   # a fresh one: nothing recorded, full redraws
         return work
+
+    def clear_padding(self, frames, rows, sizes, old) -> None:
+        blit.clear_outside(frames, rows, sizes, old)   # compiled (many rows of cold lines)
 
     def render_rows(self, state, frames, rows, work) -> None:
         rows = np.ascontiguousarray(rows, dtype=np.int64)

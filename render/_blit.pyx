@@ -27,6 +27,11 @@ from libc.string cimport memcpy, memset
 
 cdef extern from *:
     """
+    #if defined(__GNUC__)
+    #define visgym_prefetch_write(p) __builtin_prefetch((p), 1, 3)
+    #else
+    #define visgym_prefetch_write(p) ((void)(p))
+    #endif
     #if defined(__SSE2__)
     #include <emmintrin.h>
     #define VISGYM_STREAM 1
@@ -67,6 +72,7 @@ cdef extern from *:
     void visgym_copy_lines(uint8_t* d, const uint8_t* s, Py_ssize_t n) noexcept nogil
     void visgym_fill_lines(uint8_t* d, uint8_t value, Py_ssize_t n) noexcept nogil
     void visgym_store_fence() noexcept nogil
+    void visgym_prefetch_write(const uint8_t* p) noexcept nogil
 
 # Runs shorter than this are written with ordinary stores even when streaming (a run of a few
 # lines gains little and splits its lines between the two kinds of store).
@@ -107,6 +113,49 @@ cdef inline void span(Py_ssize_t i, Py_ssize_t total, Py_ssize_t parts, Py_ssize
     cdef Py_ssize_t base = total // parts, extra = total % parts
     start[0] = i * base + (i if i < extra else extra)
     length[0] = base + (1 if i < extra else 0)
+
+
+def clear_outside(uint8_t[:, ::1] frames, Py_ssize_t stride, const int64_t[::1] rows,
+                  const int64_t[:, ::1] sizes, const int64_t[:, ::1] old):
+    """Zero what frame ``rows[i]`` (rows of ``stride`` bytes) showed inside its old size
+    ``old[i]`` = (h, w) and outside its new size ``sizes[i]``: the rows below the new height and
+    the columns right of the new width. The strip right of the new width is a short run in each
+    of many rows of a frame that is usually not in the cache, so each row's lines are
+    prefetched for writing a few rows ahead (the stores would otherwise wait for one row's lines
+    at a time); the rows below are cleared whole, in one streamed run (past the old width they
+    are zero already). Every entry is checked before anything is written (ValueError naming
+    it)."""
+    cdef Py_ssize_t i, y, b, h, w, ho, wo, top, B = frames.shape[0], F = frames.shape[1]
+    cdef Py_ssize_t bad = -1, ahead = 8, t
+    cdef uint8_t* row
+    if sizes.shape[0] != rows.shape[0] or old.shape[0] != rows.shape[0] \
+            or sizes.shape[1] != 2 or old.shape[1] != 2:
+        raise ValueError(f"sizes/old: expected ({rows.shape[0]}, 2) each")
+    for i in range(rows.shape[0]):
+        b, h, w, ho, wo = rows[i], sizes[i, 0], sizes[i, 1], old[i, 0], old[i, 1]
+        if b < 0 or b >= B or min(h, w, ho, wo) < 0 or max(w, wo) * 3 > stride \
+                or max(h, ho) * stride > F:
+            bad = i
+            break
+    if bad >= 0:
+        raise ValueError(f"rows[{bad}]: frame {rows[bad]} with sizes ({sizes[bad, 0]}, "
+                         f"{sizes[bad, 1]}) / ({old[bad, 0]}, {old[bad, 1]}) does not fit {B} "
+                         f"frames of {F} bytes with rows of {stride}")
+    with nogil:
+        for i in range(rows.shape[0]):
+            b, h, w, ho, wo = rows[i], sizes[i, 0], sizes[i, 1], old[i, 0], old[i, 1]
+            if wo > w:
+                top = h if h < ho else ho
+                for y in range(top):
+                    if y + ahead < top:
+                        row = &frames[b, (y + ahead) * stride + w * 3]
+                        for t in range(0, (wo - w) * 3, 64):
+                            visgym_prefetch_write(row + t)
+                    memset(&frames[b, y * stride + w * 3], 0, (wo - w) * 3)
+            if ho > h:
+                # Whole rows (past the old width they are zero already): one run, streamed.
+                fill_run(&frames[b, h * stride], 0, (ho - h) * stride, True)
+        visgym_store_fence()
 
 
 DEF MAX_PIECES = 256

@@ -1,5 +1,6 @@
 """Memory-bound frame writes on both cores (render/_blit.pyx): rows of square tiles with slot
-labels (zoom_in_puzzle); render/grid.py draws grids of framed pieces (jigsaw) the same way.
+labels (zoom_in_puzzle), and clearing what a resized frame no longer covers (variable-size
+families); render/grid.py draws grids of framed pieces (jigsaw) the same way.
 
 A batch's frames are far larger than the caches, so a draw is bound by memory writes: the
 episodes are split into contiguous runs of about equal bytes, one per core
@@ -14,7 +15,7 @@ import numpy as np
 from ..core import threads
 from . import _blit
 
-__all__ = ["draw_tiles", "STREAM_BYTES"]
+__all__ = ["clear_outside", "draw_tiles", "STREAM_BYTES"]
 
 STREAM_BYTES = 2 << 20
 
@@ -39,3 +40,16 @@ def draw_tiles(frames, tiles, order, drawn, labels, label_w, rows, full: bool) -
     stream = bool(weights.sum() >= STREAM_BYTES)
     threads.FRAME_POOL.run_parts(lambda part: _blit.draw_tiles(*args, part, full, stream), rows,
                                  weights, threads.THREAD_BYTES)
+
+
+def clear_outside(frames, rows, sizes, old) -> None:
+    """Zero what frame ``rows[i]`` of ``frames`` (B, H, W, 3) showed inside its old size
+    ``old[i]`` and outside its new size ``sizes[i]`` ((h, w) each): a variable-size family's
+    ``Family.clear_padding`` in compiled code (write-prefetched rows; render/_blit.pyx)."""
+    if frames.ndim != 4 or frames.shape[3] != 3 or not frames.flags.c_contiguous:
+        raise ValueError(f"frames: expected a C-contiguous (B, H, W, 3) buffer, got shape "
+                         f"{frames.shape}")
+    _blit.clear_outside(frames.reshape(frames.shape[0], -1), frames.shape[2] * 3,
+                        np.ascontiguousarray(rows, dtype=np.int64),
+                        np.ascontiguousarray(sizes, dtype=np.int64).reshape(-1, 2),
+                        np.ascontiguousarray(old, dtype=np.int64).reshape(-1, 2))

@@ -213,3 +213,28 @@ def test_tile_rows_equal_the_reference_on_every_path(path):
     with pytest.raises(ValueError, match="rows\\[3\\]"):
         blit.draw_tiles(flat, flat_tiles, order, drawn, flat_labels, label_w, np.arange(B), True)
     np.testing.assert_array_equal(frames, before)
+
+
+def test_clear_outside_equals_the_default_padding_clear():
+    """blit.clear_outside (compiled, prefetched strips, streamed rows) leaves the frames exactly
+    as Family.clear_padding's NumPy slices do, on frames whose pixels outside the old size are
+    zero (BatchEnv's invariant); bad entries raise and clear nothing."""
+    from visgym.core.family import Family
+
+    rng = np.random.default_rng(6)
+    B, H, W = 6, 70, 90
+    for trial in range(30):
+        old = np.stack([rng.integers(1, H + 1, B), rng.integers(1, W + 1, B)], axis=1)
+        sizes = np.stack([rng.integers(1, H + 1, B), rng.integers(1, W + 1, B)], axis=1)
+        frames = np.zeros((B, H, W, 3), np.uint8)
+        for b, (h, w) in enumerate(old):
+            frames[b, :h, :w] = rng.integers(1, 256, (h, w, 3))
+        rows = rng.permutation(B)[:4]
+        want = frames.copy()
+        Family.clear_padding(None, want, rows, sizes[rows], old[rows])
+        blit.clear_outside(frames, rows, sizes[rows], old[rows])
+        np.testing.assert_array_equal(frames, want, f"trial {trial}")
+    before = frames.copy()
+    with pytest.raises(ValueError, match="rows\\[1\\]"):
+        blit.clear_outside(frames, [0, 1], [[5, 5], [H + 1, 5]], [[9, 9], [9, 9]])
+    np.testing.assert_array_equal(frames, before)
