@@ -512,13 +512,22 @@ class PatchReassembly(Family):
                 self.label_ox, AXIS_RGB, GRID_RGB, *work)
         # Whole frames (~1-2 MB each): the resets of a step are shared between the cores. A
         # batch of them is not in the cache: each is drawn in the thread's scratch frame (which
-        # is) and copied out; a few frames are erased and redrawn in place.
+        # is) and copied out with streamed stores; a few frames are erased and redrawn in place.
         weights = sizes[rows, 0].astype(np.int64) * sizes[rows, 1] * 3
-        in_scratch = weights.sum() >= SCRATCH_BYTES
-        threads.FRAME_POOL.run_parts(
-            lambda part: render_full(frames, part, *args,
-                                     self._scratch() if in_scratch else _NO_SCRATCH),
-            rows, weights, threads.THREAD_BYTES)
+        if weights.sum() < SCRATCH_BYTES:
+            threads.FRAME_POOL.run_parts(lambda part: render_full(frames, part, *args,
+                                                                  _NO_SCRATCH),
+                                         rows, weights, threads.THREAD_BYTES)
+            return
+
+        def draw_part(part):
+            scratch = self._scratch()
+            for i in range(part.shape[0]):
+                render_full(frames, part[i:i + 1], *args, scratch, False)
+                h, w = sizes[part[i]]
+                blit.copy_frame(frames, part[i], scratch, h, w)   # streamed stores
+
+        threads.FRAME_POOL.run_parts(draw_part, rows, weights, threads.THREAD_BYTES)
 
     def _scratch(self) -> np.ndarray:
         """The calling thread's scratch frame (flat, the frame capacity's bytes)."""

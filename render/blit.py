@@ -15,7 +15,7 @@ import numpy as np
 from ..core import threads
 from . import _blit
 
-__all__ = ["clear_outside", "draw_tiles", "STREAM_BYTES"]
+__all__ = ["clear_outside", "copy_frame", "draw_tiles", "STREAM_BYTES"]
 
 STREAM_BYTES = 2 << 20
 
@@ -53,3 +53,10 @@ def clear_outside(frames, rows, sizes, old) -> None:
                         np.ascontiguousarray(rows, dtype=np.int64),
                         np.ascontiguousarray(sizes, dtype=np.int64).reshape(-1, 2),
                         np.ascontiguousarray(old, dtype=np.int64).reshape(-1, 2))
+
+
+def copy_frame(frames, b: int, src, h: int, w: int) -> None:
+    """Copy the h x w picture in the flat uint8 ``src`` to the top-left of frame ``b`` of
+    ``frames`` (B, H, W, 3) with streamed stores (render/_blit.pyx)."""
+    _blit.copy_frame(frames.reshape(frames.shape[0], -1), frames.shape[2] * 3, int(b), src,
+                     int(h), int(w))

@@ -238,3 +238,20 @@ def test_clear_outside_equals_the_default_padding_clear():
     with pytest.raises(ValueError, match="rows\\[1\\]"):
         blit.clear_outside(frames, [0, 1], [[5, 5], [H + 1, 5]], [[9, 9], [9, 9]])
     np.testing.assert_array_equal(frames, before)
+
+
+def test_copy_frame_writes_the_picture_and_nothing_else():
+    rng = np.random.default_rng(9)
+    frames = rng.integers(0, 256, (3, 40, 70, 3), np.uint8)
+    for h, w in ((40, 70), (17, 33), (1, 1), (0, 5)):
+        picture = rng.integers(0, 256, (h, w, 3), np.uint8)
+        want = frames.copy()
+        want[1, :h, :w] = picture
+        src = np.concatenate([picture.reshape(-1), np.zeros(7, np.uint8)])   # longer is fine
+        blit.copy_frame(frames, 1, src, h, w)
+        np.testing.assert_array_equal(frames, want)
+    before = frames.copy()
+    for b, h, w, n in ((3, 1, 1, 3), (0, 41, 1, 200), (0, 1, 71, 300), (0, 10, 10, 299)):
+        with pytest.raises(ValueError, match="copy_frame"):
+            blit.copy_frame(frames, b, np.zeros(n, np.uint8), h, w)
+    np.testing.assert_array_equal(frames, before)
