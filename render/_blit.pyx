@@ -289,6 +289,9 @@ cdef void paint(uint8_t* fr, Py_ssize_t stride, const uint8_t* pic, Py_ssize_t h
             if x1 > ax:
                 fill_run(row + ax * 3, 0, (x1 - ax) * 3, stream)
             if rowbuf != NULL:
+                if y + 4 < y1:   # the partial lines at a later row's ends take cached stores
+                    visgym_prefetch_write(fr + (y + 4) * stride + x0 * 3)
+                    visgym_prefetch_write(fr + (y + 4) * stride + x1 * 3 - 1)
                 copy_run(fr + y * stride + x0 * 3, rowbuf + x0 * 3, (x1 - x0) * 3, True)
             continue
         # Overlapping grid rows (or crops under a pixel): black, then the pastes in order.
@@ -439,7 +442,7 @@ def draw_tiles(uint8_t[:, :, ::1] frames, const uint8_t[:, :, :, ::1] tiles,
     (ValueError naming it); with ``paint_rows`` off only the checks run."""
     cdef Py_ssize_t B = frames.shape[0], N = order.shape[1], T = tiles.shape[2]
     cdef Py_ssize_t LH = labels.shape[1], LW = labels.shape[2] // 3, row_px = T * 3
-    cdef Py_ssize_t i, b, s, c, y, x0, keep, changed, count = 0, bad = -1
+    cdef Py_ssize_t i, b, s, c, y, x0, keep, changed, t, count = 0, bad = -1
     cdef uint8_t* rowbuf = NULL
     if tiles.shape[0] != B or tiles.shape[1] != N + 1 or tiles.shape[3] != row_px:
         raise ValueError(f"tiles: expected ({B}, {N + 1}, T, T * 3), got ({tiles.shape[0]}, "
@@ -514,9 +517,14 @@ def draw_tiles(uint8_t[:, :, ::1] frames, const uint8_t[:, :, :, ::1] tiles,
                 count += 1
                 x0 = row_px * (s + 1)
                 keep = (T - label_w[s]) * 3
-                for y in range(T - LH):
-                    memcpy(&frames[b, y, x0], &tiles[b, c + 1, y, 0], row_px)
-                for y in range(T - LH, T):
+                for y in range(T):
+                    if y + 4 < T:   # the slot's lines of a later row, prefetched for writing
+                        for t in range(0, row_px, 64):
+                            visgym_prefetch_write(&frames[b, y + 4, x0 + t])
+                        visgym_prefetch_write(&frames[b, y + 4, x0 + row_px - 1])
+                    if y < T - LH:
+                        memcpy(&frames[b, y, x0], &tiles[b, c + 1, y, 0], row_px)
+                        continue
                     memcpy(&frames[b, y, x0], &tiles[b, c + 1, y, 0], keep)
                     memcpy(&frames[b, y, x0 + keep],
                            &labels[s, y - (T - LH), (LW - label_w[s]) * 3], row_px - keep)
