@@ -14,12 +14,14 @@ Frames: each episode's frame is ``frame_hw`` = ((rows of its extent) + 2) * 40 b
 * 40, inside a capacity that is the largest extent the parking rules allow for the params
 (``variable_frames``). One region renderer draws any pixel rectangle from the state in the
 reference's order. A step redraws only the 41x41 cell boxes the moved piece left (region
-renders) and paints the piece at its new place (its own boxes cover those whole). A reset into a
-frame the workspace knows (origin, size, pieces of what it shows) erases only the old drawing's
-piece boxes that the new one does not cover, its label cells and, when the board moved, its
-board box, instead of whitening the whole frame. The cost is cache-missing strided stores into
-a capacity-sized buffer (880x920 for easy): at B=256 on this 2-core machine ~420 us per reset
-and ~60 us per moved piece, ~23-27k env-steps/s in ``bench step``, below the 50k aimed at.
+renders) and paints the piece at its new place (its own boxes cover those whole), after
+reading both sets of boxes ahead (the frames of a batch are not in the cache). A few resets
+into frames the workspace knows (origin, size, pieces of what it shows) erase only the old
+drawing's piece boxes that the new one does not cover, its label cells and, when the board
+moved, its board box, instead of whitening the whole frame; a batch of resets draws each frame
+in a per-thread scratch frame (cached) and streams it out (render/blit.copy_frame). Drawing runs
+on both cores. At B=256 on this 2-core machine ``bench step`` gives ~58,000-64,000 env-steps/s
+(easy), ~46,000-50,000 (hard).
 
 The ``place`` and ``remove`` payload kinds (``PlacePayload``, ``RemovePayload``) live here, as
 sliding_block's ``BlockMovePayload`` does: the reference's range checks plus a record of how the

@@ -33,7 +33,7 @@ Resets resample their tiles on both cores (the SSE2 passes release the GIL); slo
 render/blit.py's (a frame where most slots change is rewritten row by row with streamed stores).
 Cost, 2-core machine, easy: a tile 0.2-0.7 ms; a step changes ~300 KB of frame per episode (a
 changed slot is 150 KB). At B=256 with random actions and auto-resets (``python -m visgym.bench
-step``) 10,000-11,000 env-steps/s; a fresh process probes Pillow's pass order once per new
+step``) ~13,000 env-steps/s; a fresh process probes Pillow's pass order once per new
 crop size (~1 ms each; ~10 a step at first, under one a step after ~10 s).
 
 Deviations from the reference, on purpose:
