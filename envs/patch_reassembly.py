@@ -525,7 +525,7 @@ class PatchReassembly(Family):
         def draw_part(part):
             scratch = self._scratch()
             for i in range(part.shape[0]):
-                render_full(frames, part[i:i + 1], *args, scratch, False)
+                render_full(frames, part[i:i + 1], *args, scratch)
                 h, w = sizes[part[i]]
                 blit.copy_frame(frames, part[i], scratch, h, w)   # streamed stores
 

@@ -597,30 +597,21 @@ def _erase_drawn(frame, R, C, org_r, org_c, cell, offsets, n_cells, pos, h, w, n
                         min(cx + cell + 1, w))
 
 
-@njit(cache=True, inline="always")
-def _copy_row(out, inp):
-    # Views indexed from 0: no negative-index test per byte, and the loop vectorizes.
-    for t in range(out.shape[0]):
-        out[t] = inp[t]
-
-
 @njit(cache=True, nogil=True)
 def render_full(frames, rows, R, C, extent, hw, cell, offsets, n_cells, pos, colors, ink,
                 label_masks, label_oy, label_ox, axis_color, grid_color, drawn, d_org, d_hw,
-                d_pos, d_offsets, d_n, scratch, copy_out=True):
+                d_pos, d_offsets, d_n, scratch):
     """Whole frames of ``rows``, then the new drawings are recorded in the workspace.
 
-    With a ``scratch`` buffer (flat uint8, at least a frame's bytes; empty for none) each frame
-    is drawn whole there, where it stays in the cache, and copied into its frame row by row: a
-    batch's frames are not in the cache, and the drawing's scattered writes (cell rows, grid
-    lines, labels) would each wait for a line of memory, where the copy's sequential ones stream.
-    With ``copy_out`` off the frame stays in the scratch buffer for the caller to copy (with
-    streamed stores: render/blit.copy_frame; one row per call then).
+    With a ``scratch`` buffer (flat uint8, at least a frame's bytes; empty for none) the frame is
+    drawn whole there, where it stays in the cache, and left there for the caller to copy out
+    with streamed stores (render/blit.copy_frame; one row per call then): a batch's frames are
+    not in the cache, and the drawing's scattered writes (cell rows, grid lines, labels) would
+    each wait for a line of memory.
     Without a scratch buffer, a row whose frame holds a drawing recorded in the workspace
     (``drawn``: origin, size, pieces) is not filled white again: only what that drawing put on
     its background is erased, and what lay outside its size is whitened (cheapest when the
     frame is cached)."""
-    width = frames.shape[2]
     for i in range(rows.shape[0]):
         b = rows[i]
         org_r = extent[b, 0] - 1
@@ -633,12 +624,6 @@ def render_full(frames, rows, R, C, extent, hw, cell, offsets, n_cells, pos, col
             render_region(whole, R, C, org_r, org_c, cell, offsets[b], n_cells[b], pos[b],
                           colors, ink, label_masks, label_oy, label_ox, axis_color, grid_color,
                           0, h, 0, w, True)
-            if copy_out:
-                flat = frame.reshape(frame.shape[0] * width * 3)
-                src = scratch[:h * w * 3]
-                for y in range(h):
-                    _copy_row(flat[y * width * 3:(y * width + w) * 3],
-                              src[y * w * 3:(y + 1) * w * 3])
         elif drawn[b]:
             _erase_drawn(frame, R, C, d_org[b, 0], d_org[b, 1], cell, d_offsets[b], d_n[b],
                          d_pos[b], h, w, org_r, org_c, offsets[b], n_cells[b], pos[b])

@@ -125,14 +125,15 @@ _ORDERS: dict = {}
 def _pass_order(in_shape: tuple, size: tuple) -> str | None:
     """Which pass Pillow runs first for this size pair ("h" or "v"), found on a noise probe
     (Pillow picks the order from the sizes; both orders give different pixels), or None when
-    neither of ours reproduces Pillow."""
-    key = (tuple(in_shape), tuple(size))
+    neither of ours reproduces Pillow. The probe has one channel whatever the frames have (a
+    third of the work; render/compose.py probes the same way)."""
+    key = (tuple(in_shape[:2]), tuple(size))
     if key not in _ORDERS:
-        probe = np.random.default_rng(len(_ORDERS) + 7).integers(0, 256, in_shape, np.uint8)
+        probe = np.random.default_rng(len(_ORDERS) + 7).integers(0, 256, key[0], np.uint8)
         expected = pillow_resize(probe, size)
         _ORDERS[key] = None
         for order in ("h", "v"):
-            resizer = LanczosResizer(in_shape, size, _order=order)
+            resizer = LanczosResizer(key[0], size, _order=order)
             if np.array_equal(resizer.resize(probe), expected):
                 _ORDERS[key] = order
                 break
