@@ -37,6 +37,95 @@ from libc.stdlib cimport malloc, free
 ctypedef unsigned char u8
 ctypedef long long i64
 
+# Covered runs of a small triangle's box, 4 pixel centres at a time (SSE2, baseline x86-64;
+# a scalar loop elsewhere). The edge functions are exact integers either way, so the pixels are
+# the ones the scalar tests find; only the caller's guarantee that every value fits int32 makes
+# the 32-bit lanes safe.
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #if defined(__SSE2__) || defined(_M_X64) || defined(_M_AMD64)
+    #include <emmintrin.h>
+    #define VG_RASTER_SSE2 1
+    #else
+    #define VG_RASTER_SSE2 0
+    #endif
+
+    /* Rows 0..nrows-1 of a box `width` (1..32) pixel centres wide: e[i] is edge i's value at
+       the box's top-left centre, sx[i] / sy[i] its change one pixel right / down; a centre is
+       covered where all three are >= 0. lo[r] / hi[r]: first / last covered column of row r
+       (lo > hi when none; a triangle's covered centres on a row are one run). */
+    static void vg_box_runs(const int32_t* e, const int32_t* sx, const int32_t* sy, int width,
+                            int nrows, int32_t* lo, int32_t* hi) {
+        const uint32_t full = width >= 32 ? 0xffffffffu : (1u << width) - 1u;
+        const int chunks = (width + 3) >> 2;
+    #if VG_RASTER_SSE2
+        __m128i row[3], step[3], down[3];
+        for (int i = 0; i < 3; i++) {
+            row[i] = _mm_set_epi32(e[i] + 3 * sx[i], e[i] + 2 * sx[i], e[i] + sx[i], e[i]);
+            step[i] = _mm_set1_epi32(4 * sx[i]);
+            down[i] = _mm_set1_epi32(sy[i]);
+        }
+        for (int r = 0; r < nrows; r++) {
+            uint32_t m = 0;
+            __m128i a = row[0], b = row[1], c = row[2];
+            for (int k = 0; k < chunks; k++) {
+                const __m128i v = _mm_or_si128(_mm_or_si128(a, b), c);
+                m |= (uint32_t)(~_mm_movemask_ps(_mm_castsi128_ps(v)) & 15) << (4 * k);
+                a = _mm_add_epi32(a, step[0]);
+                b = _mm_add_epi32(b, step[1]);
+                c = _mm_add_epi32(c, step[2]);
+            }
+            m &= full;
+            if (m) {
+                lo[r] = __builtin_ctz(m);
+                hi[r] = 31 - __builtin_clz(m);
+            } else {
+                lo[r] = 1;
+                hi[r] = 0;
+            }
+            for (int i = 0; i < 3; i++)
+                row[i] = _mm_add_epi32(row[i], down[i]);
+        }
+    #else
+        int32_t r0 = e[0], r1 = e[1], r2 = e[2];
+        for (int r = 0; r < nrows; r++) {
+            int first = -1, last = -2;
+            int32_t a = r0, b = r1, c = r2;
+            for (int x = 0; x < width; x++) {
+                if ((a | b | c) >= 0) {
+                    if (first < 0) first = x;
+                    last = x;
+                }
+                a += sx[0]; b += sx[1]; c += sx[2];
+            }
+            lo[r] = first < 0 ? 1 : first;
+            hi[r] = first < 0 ? 0 : last;
+            r0 += sy[0]; r1 += sy[1]; r2 += sy[2];
+        }
+        (void)full; (void)chunks;
+    #endif
+    }
+    """
+    int VG_RASTER_SSE2
+    void vg_box_runs(const int* e, const int* sx, const int* sy, int width, int nrows,
+                     int* lo, int* hi) noexcept nogil
+
+HAVE_SIMD = bool(VG_RASTER_SSE2)
+
+# The shortcuts that must not change a pixel (the box runs of small triangles and the back-face
+# test before the corners are transformed); tests turn them off to compare against the paths
+# they shortcut.
+cdef bint _fast = True
+
+
+def set_fast_paths(bint enabled):
+    """Turn the pixel-exact shortcuts on or off (for tests); returns the previous setting."""
+    global _fast
+    cdef bint old = _fast
+    _fast = enabled
+    return old
+
 cdef enum:
     FLAG_LIT = 1
     FLAG_TWO_SIDED = 2
@@ -45,6 +134,9 @@ cdef enum:
     HALF = 128           # pixel centre offset in sub-pixel units
     MAXV = 12            # vertices of a polygon clipped by 6 planes, with room to spare
     SMALL_TRI = 8        # solid triangles narrower than this many pixels test their whole box
+    BOX_TRI = 32         # ... and with vertices within BOX_EXTENT, up to this wide, 4 at a time
+    BOX_ROWS = 64        # (at most this many rows)
+    BOX_EXTENT = 64 * 256   # sub-pixel extent bound that keeps every edge value within int32
 
 # Guard band: |x|, |y| <= GUARD * w in clip space, i.e. GUARD times the viewport half-size. It
 # bounds screen coordinates so 64-bit edge functions cannot overflow, and it lies outside the
@@ -273,6 +365,10 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
         g[i][0] = av[i][0]
         g[i][1] = ((av[i][1] - av[i][0]) * e2y - (av[i][2] - av[i][0]) * e1y) / d
         g[i][2] = ((av[i][2] - av[i][0]) * e1x - (av[i][1] - av[i][0]) * e2x) / d
+    if (_fast and s.solid and xmax - xmin < BOX_TRI and ymax - ymin < BOX_ROWS
+            and maxx - minx <= BOX_EXTENT and maxy - miny <= BOX_EXTENT):
+        _box_solid(frame, depth, W, xmin, xmax, ymin, ymax, A, Bc, C, x0d, y0d, g, ox, oy, s)
+        return
     if s.solid and xmax - xmin < SMALL_TRI:
         _small_solid(frame, depth, W, xmin, xmax, ymin, ymax, A, Bc, C, x0d, y0d, g, ox, oy, s)
         return
@@ -367,6 +463,36 @@ cdef void _small_solid(u8* frame, float* depth, i64 W, i64 xmin, i64 xmax, i64 y
             e0 += s0
             e1 += s1
             e2 += s2
+
+
+cdef void _box_solid(u8* frame, float* depth, i64 W, i64 xmin, i64 xmax, i64 ymin, i64 ymax,
+                     i64* A, i64* Bc, i64* C, double x0d, double y0d, double g[5][3],
+                     i64 ox, i64 oy, Shade* s) noexcept nogil:
+    """A solid triangle with a box under BOX_TRI pixels wide and BOX_ROWS tall whose vertices lie
+    within BOX_EXTENT sub-pixels of each other, so every edge value over the box fits int32:
+    vg_box_runs finds each row's covered run, which is then drawn as _small_solid draws it (depth
+    from the plane at the run's first pixel, stepped by dz)."""
+    cdef int e[3]
+    cdef int sx[3]
+    cdef int sy[3]
+    cdef int lo[BOX_ROWS]
+    cdef int hi[BOX_ROWS]
+    cdef i64 px0 = xmin * SUB + HALF, py0 = ymin * SUB + HALF, x, y
+    cdef int i, r, nrows = <int>(ymax - ymin + 1)
+    cdef double z
+    for i in range(3):
+        e[i] = <int>(A[i] * px0 + Bc[i] * py0 + C[i])
+        sx[i] = <int>(A[i] * SUB)
+        sy[i] = <int>(Bc[i] * SUB)
+    vg_box_runs(e, sx, sy, <int>(xmax - xmin + 1), nrows, lo, hi)
+    for r in range(nrows):
+        if lo[r] > hi[r]:
+            continue
+        y = ymin + r
+        x = xmin + lo[r]
+        z = g[0][0] + g[0][1] * (x + 0.5 - x0d) + g[0][2] * (y + 0.5 - y0d)
+        _span_solid(depth + (y + oy) * W + ox, frame + ((y + oy) * W + ox) * 3, x,
+                    xmin + hi[r], z, g[0][1], s.c0, s.c1, s.c2)
 
 
 cdef inline void _put(u8* px, double r, double g, double b, double light) noexcept nogil:
@@ -547,6 +673,19 @@ cdef inline void _transform_vertex(const float* p, double M[4][4], double P[4][4
         out[10] = tx
 
 
+cdef inline double _minor3(double Q[3][4], int skip) noexcept nogil:
+    """The determinant of the 3 x 3 matrix of Q's columns other than ``skip``."""
+    cdef int c[3]
+    cdef int j, k = 0
+    for j in range(4):
+        if j != skip:
+            c[k] = j
+            k += 1
+    return (Q[0][c[0]] * (Q[1][c[1]] * Q[2][c[2]] - Q[1][c[2]] * Q[2][c[1]])
+            - Q[0][c[1]] * (Q[1][c[0]] * Q[2][c[2]] - Q[1][c[2]] * Q[2][c[0]])
+            + Q[0][c[2]] * (Q[1][c[0]] * Q[2][c[1]] - Q[1][c[1]] * Q[2][c[0]]))
+
+
 cdef inline void _solid_colour(Shade* sh, u8 r, u8 g, u8 b) noexcept nogil:
     """The colour _put writes for a flat face of colour (r, g, b) under sh.flat_light."""
     if sh.flat_light == 1.0:
@@ -580,7 +719,7 @@ def clear(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
 
 
 def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i64 idx_offset,
-         const float[:, ::1] verts, const int[:, ::1] tris,
+         const float[:, ::1] verts, const int[:, ::1] tris, const double[:, ::1] planes,
          const i64[::1] tri_start, const i64[::1] tri_stop,
          const double[:, :, ::1] view_proj, const double[:, :, ::1] model, bint has_model,
          const u8[:, ::1] face_rgb, const int[::1] face_tex, const u8[::1] face_flags,
@@ -631,6 +770,11 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
         raise MemoryError("raster3d.draw: no memory for the vertex cache")
     cdef double* vc
     cdef int code0, code1, code2, ccode
+    cdef double Q[3][4]
+    cdef double cq[4]
+    cdef double f0, f1, f2, f3
+    cdef const double* pl
+    cdef int cull = _fast and planes.shape[0] == NT and planes.shape[1] == 4
     with nogil:
         for i in range(NV):
             vstamp[i] = -1
@@ -668,6 +812,18 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
                         M[i][j] = model[n, i, j]
                     else:
                         M[i][j] = 1.0 if i == j else 0.0
+            # The camera side of each face (see raster3d._facing_planes): cq . planes[t] is the
+            # facing determinant of triangle t, so a face that is clearly back-facing is skipped
+            # before its corners are fetched and transformed. "Clearly" is a margin far above
+            # rounding; anything nearer edge-on is left to the determinant below, so the
+            # picture is the one the determinant alone gives.
+            for i in range(3):
+                for j in range(4):
+                    Q[i][j] = 0.0
+                    for k in range(4):
+                        Q[i][j] += P[i if i < 2 else 3][k] * M[k][j]
+            for j in range(4):
+                cq[j] = _minor3(Q, j) if j % 2 == 0 else -_minor3(Q, j)
             lx = light_dir[n, 0]
             ly = light_dir[n, 1]
             lz = light_dir[n, 2]
@@ -686,6 +842,14 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
                         or vi[2] < 0 or vi[2] >= NV):
                     continue
                 flags = face_flags[t]
+                if cull and not (flags & FLAG_TWO_SIDED):
+                    pl = &planes[t, 0]
+                    f0 = cq[0] * pl[0]
+                    f1 = cq[1] * pl[1]
+                    f2 = cq[2] * pl[2]
+                    f3 = cq[3] * pl[3]
+                    if f0 + f1 + f2 + f3 < -1e-6 * (fabs(f0) + fabs(f1) + fabs(f2) + fabs(f3)):
+                        continue
                 tex = face_tex[t]
                 if tex >= NR or NUV != NV:
                     tex = -1

@@ -108,6 +108,25 @@ def clear(frames: np.ndarray, depth: np.ndarray, idx, colors=(0, 0, 0)) -> None:
     _raster3d.clear(frames, depth, idx, colors)
 
 
+def _facing_planes(vertices: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    """Per triangle the 4-vector L with L[j] = (-1)^j det(X without row j), X the 4 x 3 matrix of
+    its corners (x, y, z, 1) as columns. By Cauchy-Binet, the facing determinant the kernel
+    computes from clip-space (x, y, w) of the corners is C . L, where C[j] = (-1)^j det(Q without
+    column j) for Q the (x, y, w) rows of view_proj @ model: one dot product per triangle tells
+    a back face before its corners are transformed."""
+    p = vertices.astype(np.float64)[triangles]            # (T, corner, xyz)
+    x, y, z = p[..., 0], p[..., 1], p[..., 2]             # (T, 3) each, over corners
+    one = np.ones_like(x)
+
+    def det(r0, r1, r2):
+        return (r0[:, 0] * (r1[:, 1] * r2[:, 2] - r1[:, 2] * r2[:, 1])
+                - r0[:, 1] * (r1[:, 0] * r2[:, 2] - r1[:, 2] * r2[:, 0])
+                + r0[:, 2] * (r1[:, 0] * r2[:, 1] - r1[:, 1] * r2[:, 0]))
+
+    planes = np.stack([det(y, z, one), -det(x, z, one), det(x, y, one), -det(x, y, z)], 1)
+    return np.ascontiguousarray(planes)
+
+
 class MeshTable:
     """A shared vertex / index table with its per-face and texture data, checked once (see the
     module docstring for each field). Building one is what ``draw_meshes`` does on every call;
@@ -189,6 +208,7 @@ class MeshTable:
         if sampling not in SAMPLING:
             raise ValueError(f"sampling must be one of {SAMPLING}, got {sampling!r}")
         self.vertices, self.triangles = vertices, triangles
+        self.planes = _facing_planes(vertices, triangles)
         self.face_colors, self.face_textures, self.face_flags = face_colors, face_textures, face_flags
         self.uvs, self.normals, self.atlas, self.texture_rects = uvs, normals, atlas, texture_rects
         self.bilinear = sampling == "bilinear"
@@ -293,7 +313,7 @@ def _draw(frames, depth, draws: DrawList, first_frame: int, clear, every_frame: 
             pending[local[(local >= 0) & (local < frames.shape[0])]] = 1
     else:
         clear_rgb = np.zeros(3, np.uint8)
-    _raster3d.draw(frames, depth, draws.idx, int(first_frame), t.vertices, t.triangles,
+    _raster3d.draw(frames, depth, draws.idx, int(first_frame), t.vertices, t.triangles, t.planes,
                    draws.tri_start, draws.tri_stop, draws.view_proj, draws.model, draws.has_model,
                    t.face_colors, t.face_textures, t.face_flags, t.uvs, t.normals, t.has_normals,
                    t.atlas, t.texture_rects, draws.light, draws.ambient, draws.diffuse,
