@@ -62,7 +62,7 @@ from ..core.threads import ProcessThreadPool
 from ..core.validate import boolean, describe, integer, mapping, one_of, real, real_array, reals
 from ..kernels import fetch_sim as sim
 from ..render import camera as cam
-from ..render import raster3d, shapes3d
+from ..render import blit, raster3d, shapes3d
 from ..render.resize import fit_long_side
 
 UNSTABLE_CODE = FAMILY_BASE  # see feedback_texts
@@ -644,8 +644,10 @@ class FetchBase(Family):
             self._render_gl(state, frames, rows)
             return
         # Consecutive runs of rows, at most GROUP frames each, share one depth buffer; the runs
-        # go to a pool of threads (the rasterizer releases the GIL). With fewer runs than
-        # threads (one episode, a few), each view of a run is a task of its own instead.
+        # go to a pool of threads (the rasterizer releases the GIL). Each view of a run is a
+        # task of its own, drawn into the thread's one-view buffers: a view's colour and depth
+        # (1.6 MB at 480x480) stay in a core's cache while its triangles land, where the two
+        # side by side (3.2 MB) did not; that made a B=64 full-size step ~15% faster (NOTES).
         runs = []
         start = 0
         for k in range(1, rows.size + 1):
@@ -653,7 +655,7 @@ class FetchBase(Family):
                 runs.append((start, k))
                 start = k
         threads = os.cpu_count() or 1
-        apart = threads > 1 and len(runs) < threads and p.use_follow_camera
+        apart = p.use_follow_camera
         tasks = []
         for view, (draws, draw_row) in enumerate(self._draw_lists(state, rows, apart)):
             for start, k in runs:
@@ -682,7 +684,11 @@ class FetchBase(Family):
         if aa > 1:
             raster3d.downsample(target, frames[r0:r1], aa, x)
         elif view is not None:
-            frames[r0:r1, :, x:x + p.width] = target
+            # Streamed stores when the batch's frames are far bigger than the caches.
+            stream = frames.nbytes >= blit.STREAM_BYTES
+            for k in range(n):
+                blit.copy_frame(frames, r0 + k, target[k].reshape(-1), p.height, p.width, x=x,
+                                stream=stream)
 
     def render_after_step(self, state, frames, work):
         rows = np.flatnonzero(state.moved)

@@ -116,20 +116,24 @@ cdef inline void span(Py_ssize_t i, Py_ssize_t total, Py_ssize_t parts, Py_ssize
 
 
 def copy_frame(uint8_t[:, ::1] frames, Py_ssize_t stride, Py_ssize_t b,
-               const uint8_t[::1] src, Py_ssize_t h, Py_ssize_t w):
-    """Copy an h x w RGB picture (``src``, rows of ``w * 3`` bytes) to the top-left of frame b
-    (rows of ``stride`` bytes), each row's whole 64-byte lines with streamed stores: a picture
-    drawn in a cached scratch buffer, bound for a frame that is not in the cache."""
+               const uint8_t[::1] src, Py_ssize_t h, Py_ssize_t w, Py_ssize_t x=0,
+               bint stream=True):
+    """Copy an h x w RGB picture (``src``, rows of ``w * 3`` bytes) into frame b (rows of
+    ``stride`` bytes) at column x of its top rows; with ``stream`` each row's whole 64-byte
+    lines go through streamed stores: a picture drawn in a cached scratch buffer, bound for a
+    frame that is not in the cache. Only the picture's own bytes are written, so two threads
+    may fill the two sides of one frame."""
     cdef Py_ssize_t y
-    if b < 0 or b >= frames.shape[0] or h < 0 or w < 0 or w * 3 > stride \
+    if b < 0 or b >= frames.shape[0] or h < 0 or w < 0 or x < 0 or (x + w) * 3 > stride \
             or h * stride > frames.shape[1] or h * w * 3 > src.shape[0]:
-        raise ValueError(f"copy_frame: frame {b} of {frames.shape[0]}, picture {h} x {w} does "
-                         f"not fit (frame bytes {frames.shape[1]}, stride {stride}, source "
-                         f"{src.shape[0]} bytes)")
+        raise ValueError(f"copy_frame: frame {b} of {frames.shape[0]}, picture {h} x {w} at "
+                         f"column {x} does not fit (frame bytes {frames.shape[1]}, stride "
+                         f"{stride}, source {src.shape[0]} bytes)")
     with nogil:
         for y in range(h):
-            copy_run(&frames[b, y * stride], &src[y * w * 3], w * 3, True)
-        visgym_store_fence()
+            copy_run(&frames[b, y * stride + x * 3], &src[y * w * 3], w * 3, stream)
+        if stream:
+            visgym_store_fence()
 
 
 def clear_outside(uint8_t[:, ::1] frames, Py_ssize_t stride, const int64_t[::1] rows,

@@ -55,8 +55,9 @@ def clear_outside(frames, rows, sizes, old) -> None:
                         np.ascontiguousarray(old, dtype=np.int64).reshape(-1, 2))
 
 
-def copy_frame(frames, b: int, src, h: int, w: int) -> None:
-    """Copy the h x w picture in the flat uint8 ``src`` to the top-left of frame ``b`` of
-    ``frames`` (B, H, W, 3) with streamed stores (render/_blit.pyx)."""
+def copy_frame(frames, b: int, src, h: int, w: int, x: int = 0, stream: bool = True) -> None:
+    """Copy the h x w picture in the flat uint8 ``src`` into frame ``b`` of ``frames``
+    (B, H, W, 3) at column ``x`` of its top rows, with streamed stores unless ``stream`` is off
+    (render/_blit.pyx). Nothing outside the picture's own pixels is written."""
     _blit.copy_frame(frames.reshape(frames.shape[0], -1), frames.shape[2] * 3, int(b), src,
-                     int(h), int(w))
+                     int(h), int(w), int(x), bool(stream))

@@ -250,8 +250,15 @@ def test_copy_frame_writes_the_picture_and_nothing_else():
         src = np.concatenate([picture.reshape(-1), np.zeros(7, np.uint8)])   # longer is fine
         blit.copy_frame(frames, 1, src, h, w)
         np.testing.assert_array_equal(frames, want)
+    for x, h, w, stream in ((37, 40, 33, True), (1, 9, 69, False), (20, 3, 50, True)):
+        picture = rng.integers(0, 256, (h, w, 3), np.uint8)
+        want = frames.copy()
+        want[2, :h, x:x + w] = picture
+        blit.copy_frame(frames, 2, picture.reshape(-1), h, w, x=x, stream=stream)
+        np.testing.assert_array_equal(frames, want)
     before = frames.copy()
-    for b, h, w, n in ((3, 1, 1, 3), (0, 41, 1, 200), (0, 1, 71, 300), (0, 10, 10, 299)):
+    for b, h, w, n, x in ((3, 1, 1, 3, 0), (0, 41, 1, 200, 0), (0, 1, 71, 300, 0),
+                          (0, 10, 10, 299, 0), (0, 1, 10, 30, 61), (0, 1, 1, 3, -1)):
         with pytest.raises(ValueError, match="copy_frame"):
-            blit.copy_frame(frames, b, np.zeros(n, np.uint8), h, w)
+            blit.copy_frame(frames, b, np.zeros(n, np.uint8), h, w, x=x)
     np.testing.assert_array_equal(frames, before)
