@@ -243,6 +243,7 @@ class FetchMeshes:
         m = scene.model
         verts, tris, colors = [], [], []
         self.geoms, starts, stops, self.radius = [], [], [], []
+        boxes = []
         nv = 0
         nt = 0
 
@@ -279,6 +280,8 @@ class FetchMeshes:
             else:
                 continue
             spans = [add(v, t, rgb) for v, t in levels]
+            every = np.concatenate([v for v, _ in levels])
+            boxes.append((every.min(0), every.max(0)))
             spans += [spans[-1]] * (len(CLUSTER_LEVELS) - len(spans))
             self.geoms.append(g)
             starts.append([a for a, _ in spans])
@@ -289,6 +292,10 @@ class FetchMeshes:
         starts.append([sphere[0]] * len(CLUSTER_LEVELS))
         stops.append([sphere[1]] * len(CLUSTER_LEVELS))
         self.radius.append(0.02)
+        boxes.append((sv.min(0), sv.max(0)))
+        # Each drawable's box around every level's vertices (draws outside the view are culled).
+        self.box_lo = np.array([b[0] for b in boxes], np.float64)
+        self.box_hi = np.array([b[1] for b in boxes], np.float64)
         self.table = raster3d.MeshTable(
             np.ascontiguousarray(np.concatenate(verts), np.float32),
             np.ascontiguousarray(np.concatenate(tris), np.int32),
@@ -727,6 +734,12 @@ class FetchBase(Family):
         visible = (along > -me.radius) & (
             lateral - me.radius * 1.5 < (along + me.radius) * tan_half * 1.5)
         r, v, g = np.nonzero(visible)
+        # ... and those whose box lies outside one side of the view (every corner beyond the
+        # same clip plane, by a margin above rounding): their triangles would all be rejected
+        # one by one, after their corners were transformed. In the gripper view that is about
+        # 30% of the triangles the sphere test keeps.
+        beyond = raster3d.boxes_outside(view_proj[r, v], models[r, g], me.box_lo[g], me.box_hi[g])
+        r, v, g = r[~beyond], v[~beyond], g[~beyond]
         # Level of detail: metres per frame pixel at the geom's depth.
         footprint = 2.0 * tan_half * np.maximum(along[r, v, g], 1e-6) / p.height
         level = np.searchsorted(me.cells, LOD_PIXELS * footprint, side="right") - 1

@@ -709,6 +709,45 @@ cdef inline void _solid_colour(Shade* sh, u8 r, u8 g, u8 b) noexcept nogil:
         sh.c2 = _to_u8(b * sh.flat_light)
 
 
+def boxes_outside(const double[:, :, ::1] view_proj, const double[:, :, ::1] model,
+                  const double[:, ::1] lo, const double[:, ::1] hi, u8[::1] out):
+    """out[k] = 1 where every corner of the box [lo[k], hi[k]] (model space) is beyond one and
+    the same side of the view of view_proj[k] @ model[k] (x > w, x < -w, y > w, y < -w or
+    z < -w, by a margin above rounding), else 0: a draw whose vertices all lie in that box
+    cannot reach a pixel (the trivial reject of its every triangle)."""
+    cdef Py_ssize_t K = out.shape[0], k, i, j, c
+    cdef double Q[4][4]
+    cdef double p[3]
+    cdef double x, y, z, w, tol
+    cdef int code, all_codes
+    with nogil:
+        for k in range(K):
+            for i in range(4):
+                for j in range(4):
+                    Q[i][j] = (view_proj[k, i, 0] * model[k, 0, j] + view_proj[k, i, 1] * model[k, 1, j]
+                               + view_proj[k, i, 2] * model[k, 2, j] + view_proj[k, i, 3] * model[k, 3, j])
+            all_codes = 31
+            for c in range(8):
+                p[0] = hi[k, 0] if c & 1 else lo[k, 0]
+                p[1] = hi[k, 1] if c & 2 else lo[k, 1]
+                p[2] = hi[k, 2] if c & 4 else lo[k, 2]
+                x = Q[0][0] * p[0] + Q[0][1] * p[1] + Q[0][2] * p[2] + Q[0][3]
+                y = Q[1][0] * p[0] + Q[1][1] * p[1] + Q[1][2] * p[2] + Q[1][3]
+                z = Q[2][0] * p[0] + Q[2][1] * p[1] + Q[2][2] * p[2] + Q[2][3]
+                w = Q[3][0] * p[0] + Q[3][1] * p[1] + Q[3][2] * p[2] + Q[3][3]
+                tol = 1e-7 * (fabs(x) + fabs(y) + fabs(z) + fabs(w))
+                code = 0
+                if x - w > tol: code |= 1
+                if -x - w > tol: code |= 2
+                if y - w > tol: code |= 4
+                if -y - w > tol: code |= 8
+                if -z - w > tol: code |= 16
+                all_codes &= code
+                if all_codes == 0:
+                    break
+            out[k] = 1 if all_codes else 0
+
+
 def clear(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx,
           const u8[:, ::1] colors):
     """Fill frame idx[n] with colors[n] and its depth buffer with +inf."""

@@ -127,6 +127,26 @@ def _facing_planes(vertices: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(planes)
 
 
+def boxes_outside(view_proj, model, lo, hi) -> np.ndarray:
+    """bool[K]: whether box k ([lo[k], hi[k]], float (K, 3), in model space) lies wholly beyond
+    one side of the view of view_proj[k] @ model[k] ((K, 4, 4) each), every corner past the same
+    clip plane (x > w, x < -w, y > w, y < -w or z < -w) by a margin above rounding. A draw whose
+    vertices all lie in its box then cannot reach a pixel: culling it leaves the picture as it
+    was and spares transforming its vertices."""
+    vp = np.ascontiguousarray(view_proj, dtype=np.float64)
+    mo = np.ascontiguousarray(model, dtype=np.float64)
+    lo = np.ascontiguousarray(lo, dtype=np.float64)
+    hi = np.ascontiguousarray(hi, dtype=np.float64)
+    k = vp.shape[0] if vp.ndim == 3 else -1
+    for name, a, shape in (("view_proj", vp, (k, 4, 4)), ("model", mo, (k, 4, 4)),
+                           ("lo", lo, (k, 3)), ("hi", hi, (k, 3))):
+        if a.shape != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
+    out = np.zeros(max(k, 0), np.uint8)
+    _raster3d.boxes_outside(vp, mo, lo, hi, out)
+    return out.astype(bool)
+
+
 class MeshTable:
     """A shared vertex / index table with its per-face and texture data, checked once (see the
     module docstring for each field). Building one is what ``draw_meshes`` does on every call;

@@ -149,6 +149,24 @@ def test_level_of_detail_leaves_full_size_frames_as_they_were(monkeypatch):
     assert _mae(lod, finest) < 0.05
 
 
+def test_culling_geoms_outside_a_view_leaves_its_pictures_as_they_were(monkeypatch):
+    """Geoms whose box lies beyond a side of a view are left out of its draw list (the gripper
+    view sees a third of the robot's triangles only that way): the frames are the ones drawing
+    every geom whose bounding sphere is near the view gives, pixel for pixel."""
+    culled = _frames(batch=3, width=160, height=120)
+    drawn = []
+    real = raster3d.boxes_outside
+
+    def nothing_outside(*args):
+        drawn.append(real(*args).sum())
+        return np.zeros(len(args[0]), bool)
+
+    monkeypatch.setattr(raster3d, "boxes_outside", nothing_outside)
+    every = _frames(batch=3, width=160, height=120)
+    assert sum(drawn) > 0          # the cull did apply to some geoms
+    np.testing.assert_array_equal(culled, every)
+
+
 def test_small_views_draw_coarser_meshes():
     def drawn(width):
         env = visgym.make("fetch_reach/easy", num_envs=2, width=width, height=width)

@@ -174,6 +174,30 @@ def test_shortcuts_draw_the_pictures_of_the_paths_they_shortcut(seed):
     assert raster3d.MeshTable(verts, tris).planes.shape == (len(tris), 4)
 
 
+def test_boxes_outside_the_view_are_those_no_point_of_which_reaches_it():
+    """A box is reported outside exactly when every corner is beyond one clip plane; then no
+    point inside it is within the view (so a draw inside it cannot reach a pixel), and a box
+    straddling the view, or beyond two different planes only together, is kept."""
+    rng = np.random.default_rng(11)
+    n = 400
+    centre = rng.normal(0, 3, (n, 3))
+    half = np.exp(rng.uniform(np.log(0.01), np.log(2.0), (n, 3)))
+    vp = np.broadcast_to(view_proj(eye=(0, 0, 5)), (n, 4, 4))
+    model = np.broadcast_to(np.eye(4), (n, 4, 4)).copy()
+    model[:, :3, 3] = rng.normal(0, 0.5, (n, 3))
+    out = raster3d.boxes_outside(vp, model, centre - half, centre + half)
+    assert out.dtype == bool and 50 < out.sum() < n - 50
+    inside = rng.uniform(0, 1, (n, 500, 3)) * 2 * half[:, None] + (centre - half)[:, None]
+    world = inside + model[:, None, :3, 3]
+    clip = np.concatenate([world, np.ones((n, 500, 1))], -1) @ vp[0].T
+    x, y, z, w = np.moveaxis(clip, -1, 0)
+    in_view = (np.abs(x) <= w) & (np.abs(y) <= w) & (z >= -w)
+    assert not in_view[out].any()                 # nothing culled could be seen
+    assert in_view[~out].any(1).mean() > 0.3      # many kept boxes are in view in part
+    with pytest.raises(ValueError, match="lo"):
+        raster3d.boxes_outside(vp, model, centre[:5], centre + half)
+
+
 def test_facing_planes_give_the_clip_space_facing_determinant():
     rng = np.random.default_rng(5)
     verts, tris, _, _ = _soup(rng, 50, 1.0)
