@@ -62,6 +62,20 @@ def test_downsample_is_the_rounded_mean_of_each_block(factor):
     assert (frames[3] == 9).all()   # frames past the samples are left alone
 
 
+@pytest.mark.parametrize("simd", [True, False])
+def test_downsample_by_two_eight_pixels_at_a_time_matches_the_mean(simd):
+    """The SSSE3 path (eight output pixels at a time, the rest of a row one by one) writes the
+    rounded means into its own columns of the frame and nothing else, at every row width."""
+    rng = np.random.default_rng(4)
+    for w in (1, 9, 10, 11, 17, 18, 19, 26, 168):
+        samples = rng.integers(0, 256, (2, 6, 2 * w, 3), dtype=np.uint8)
+        frames = np.full((2, 3, w + 7, 3), 9, np.uint8)
+        raster3d.downsample(samples, frames, 2, x=4, simd=simd)
+        blocks = samples.reshape(2, 3, 2, w, 2, 3).astype(np.int64).sum((2, 4))
+        np.testing.assert_array_equal(frames[:, :, 4:4 + w], (blocks + 2) // 4)
+        assert (frames[:, :, :4] == 9).all() and (frames[:, :, 4 + w:] == 9).all()
+
+
 def test_downsample_names_a_mismatched_shape():
     with pytest.raises(ValueError, match="samples must have shape"):
         raster3d.downsample(np.zeros((2, 10, 10, 3), np.uint8), np.zeros((2, 4, 4, 3), np.uint8), 2)
