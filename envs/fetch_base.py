@@ -16,7 +16,9 @@ point), drawn by the shared z-buffered rasterizer from the model's geom poses an
 Lambert light (robot meshes simplified by vertex clustering at three levels of detail,
 render/shapes3d.cluster, a draw taking the coarsest that stays within two frame pixels), with
 ``antialias`` x ``antialias`` samples per pixel when asked (the evaluation runner and the
-demonstration synthesizer draw the views at the size they show, with 2 x 2);
+demonstration synthesizer draw the views at the size they show, with 2 x 2). Each view is drawn
+on its own, a few frames per call, into per-thread buffers that stay in a core's cache, and
+geoms whose box lies outside a view are left out of its draws (raster3d.boxes_outside);
 MuJoCo's OpenGL renderer (``renderer="mujoco"``, envs/fetch_gl.py) draws the same views where an
 OpenGL context exists.
 

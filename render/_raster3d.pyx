@@ -16,10 +16,10 @@ pointers), so a view's picture does not depend on where its viewport sits in the
 conversion snaps vertices to 1/256 pixel and evaluates edge functions in 64-bit integers
 with the top-left rule, so triangles sharing an edge cover every pixel centre exactly once (no
 cracks, no double hits), and each pixel row's covered span is solved exactly per edge instead of
-testing a bounding box (a solid triangle under SMALL_TRI pixels wide tests the pixel centres of
-its box instead; same pixels). Depth (NDC z) is affine in screen space and interpolated linearly;
-texture coordinates and vertex light are interpolated perspective-correctly (attribute / w and
-1 / w are affine). Texture lookups are clamped to the triangle's own UV range, so extrapolation
+testing a bounding box (a small solid triangle finds each row's covered run from its box's pixel
+centres instead, four at a time in 32-bit SSE2 lanes when its edge values fit; same pixels).
+Depth (NDC z) is affine in screen space and interpolated linearly; texture coordinates and
+vertex light are interpolated perspective-correctly (attribute / w and 1 / w are affine). Texture lookups are clamped to the triangle's own UV range, so extrapolation
 at a pixel centre a hair outside an edge can never wrap around to the opposite side of a
 texture. The kernels trust the Python face for dtypes and shapes but skip draws and triangles
 whose indices are out of range, so even a direct call cannot write outside the buffers. Draws

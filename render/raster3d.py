@@ -22,6 +22,13 @@ FLAG_TWO_SIDED keeps back faces (lit as seen from their side). Faces without FLA
 raw colour. Triangles are clipped against the near plane, and against a guard band far outside
 the viewport; there is no far-plane clipping. This layer checks and converts arguments, raising
 ValueError naming the offending one, and then makes one kernel call.
+
+Shortcuts that leave every pixel as the plain paths draw it (tests/test_raster3d.py compares
+them, ``_raster3d.set_fast_paths(False)``): a ``MeshTable`` keeps each triangle's facing plane
+(``_facing_planes``), so a back face is skipped after one dot product with the camera's side,
+before its corners are transformed; small solid triangles find each row's covered run four pixel
+centres at a time (SSE2, exact integers); ``boxes_outside`` tells a caller which draws lie wholly
+outside their view before it lists them.
 """
 from __future__ import annotations
 
