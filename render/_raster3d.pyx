@@ -774,6 +774,33 @@ cdef inline void _solid_colour(Shade* sh, u8 r, u8 g, u8 b) noexcept nogil:
         sh.c2 = _to_u8(b * sh.flat_light)
 
 
+def facing_planes(const float[:, ::1] verts, const int[:, ::1] tris, double[:, ::1] out):
+    """out[t] = the 4-vector L of triangle t: L[j] = (-1)^j det(X without row j), X the 4 x 3
+    matrix of its corners (x, y, z, 1) as columns (see raster3d._facing_planes); triangles
+    indexing outside verts get zeros (never culled)."""
+    cdef Py_ssize_t T = tris.shape[0], NV = verts.shape[0], t, k
+    cdef i64 i0, i1, i2
+    cdef double x0, y0, z0, x1, y1, z1, x2, y2, z2
+    with nogil:
+        for t in range(T):
+            i0 = tris[t, 0]
+            i1 = tris[t, 1]
+            i2 = tris[t, 2]
+            if i0 < 0 or i0 >= NV or i1 < 0 or i1 >= NV or i2 < 0 or i2 >= NV:
+                for k in range(4):
+                    out[t, k] = 0.0
+                continue
+            x0 = verts[i0, 0]; y0 = verts[i0, 1]; z0 = verts[i0, 2]
+            x1 = verts[i1, 0]; y1 = verts[i1, 1]; z1 = verts[i1, 2]
+            x2 = verts[i2, 0]; y2 = verts[i2, 1]; z2 = verts[i2, 2]
+            # rows (y, z, 1), (x, z, 1), (x, y, 1), (x, y, z) over the corners
+            out[t, 0] = y0 * (z1 - z2) - z0 * (y1 - y2) + (y1 * z2 - z1 * y2)
+            out[t, 1] = -(x0 * (z1 - z2) - z0 * (x1 - x2) + (x1 * z2 - z1 * x2))
+            out[t, 2] = x0 * (y1 - y2) - y0 * (x1 - x2) + (x1 * y2 - y1 * x2)
+            out[t, 3] = -(x0 * (y1 * z2 - z1 * y2) - y0 * (x1 * z2 - z1 * x2)
+                          + z0 * (x1 * y2 - y1 * x2))
+
+
 def boxes_outside(const double[:, :, ::1] view_proj, const double[:, :, ::1] model,
                   const double[:, ::1] lo, const double[:, ::1] hi, u8[::1] out):
     """out[k] = 1 where every corner of the box [lo[k], hi[k]] (model space) is beyond one and

@@ -117,21 +117,13 @@ def clear(frames: np.ndarray, depth: np.ndarray, idx, colors=(0, 0, 0)) -> None:
 
 def _facing_planes(vertices: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     """Per triangle the 4-vector L with L[j] = (-1)^j det(X without row j), X the 4 x 3 matrix of
-    its corners (x, y, z, 1) as columns. By Cauchy-Binet, the facing determinant the kernel
-    computes from clip-space (x, y, w) of the corners is C . L, where C[j] = (-1)^j det(Q without
-    column j) for Q the (x, y, w) rows of view_proj @ model: one dot product per triangle tells
-    a back face before its corners are transformed."""
-    p = vertices.astype(np.float64)[triangles]            # (T, corner, xyz)
-    x, y, z = p[..., 0], p[..., 1], p[..., 2]             # (T, 3) each, over corners
-    one = np.ones_like(x)
-
-    def det(r0, r1, r2):
-        return (r0[:, 0] * (r1[:, 1] * r2[:, 2] - r1[:, 2] * r2[:, 1])
-                - r0[:, 1] * (r1[:, 0] * r2[:, 2] - r1[:, 2] * r2[:, 0])
-                + r0[:, 2] * (r1[:, 0] * r2[:, 1] - r1[:, 1] * r2[:, 0]))
-
-    planes = np.stack([det(y, z, one), -det(x, z, one), det(x, y, one), -det(x, y, z)], 1)
-    return np.ascontiguousarray(planes)
+    its corners (x, y, z, 1) as columns (compiled). By Cauchy-Binet, the facing determinant the
+    kernel computes from clip-space (x, y, w) of the corners is C . L, where C[j] = (-1)^j det(Q
+    without column j) for Q the (x, y, w) rows of view_proj @ model: one dot product per triangle
+    tells a back face before its corners are transformed."""
+    out = np.empty((triangles.shape[0], 4))
+    _raster3d.facing_planes(vertices, triangles, out)
+    return out
 
 
 def boxes_outside(view_proj, model, lo, hi) -> np.ndarray:
@@ -164,11 +156,13 @@ class MeshTable:
     face_flags None (0), a scalar or uint8[T] of FLAG_* bits; uvs float32[V, 2] (needed when a
     face is textured); normals None or float32[V, 3]; atlas uint8[AH, AW, 3] and texture_rects
     int[K, 4] of (x, y, width, height) in the atlas (``pack_textures``); sampling "nearest" or
-    "bilinear"."""
+    "bilinear". facing_planes: keep each triangle's facing plane, so the kernel skips a back face
+    before transforming its corners (worth it for a table drawn more than once; ``draw_meshes``
+    builds its one-use table without)."""
 
     def __init__(self, vertices: np.ndarray, triangles: np.ndarray, *, face_colors=None,
                  face_textures=None, face_flags=None, uvs=None, normals=None, atlas=None,
-                 texture_rects=None, sampling: str = "nearest"):
+                 texture_rects=None, sampling: str = "nearest", facing_planes: bool = True):
         vertices = _table(vertices, "vertices", np.float32, 3)
         triangles = _table(triangles, "triangles", np.int32, 3)
         nv, nt = vertices.shape[0], triangles.shape[0]
@@ -235,7 +229,11 @@ class MeshTable:
         if sampling not in SAMPLING:
             raise ValueError(f"sampling must be one of {SAMPLING}, got {sampling!r}")
         self.vertices, self.triangles = vertices, triangles
-        self.planes = _facing_planes(vertices, triangles)
+        # Facing planes pay for a table drawn many times; none are needed when every face is
+        # two-sided.
+        one_sided = nt > 0 and bool((face_flags & FLAG_TWO_SIDED == 0).any())
+        self.planes = (_facing_planes(vertices, triangles) if facing_planes and one_sided
+                       else np.zeros((0, 4)))
         self.face_colors, self.face_textures, self.face_flags = face_colors, face_textures, face_flags
         self.uvs, self.normals, self.atlas, self.texture_rects = uvs, normals, atlas, texture_rects
         self.bilinear = sampling == "bilinear"
@@ -374,7 +372,7 @@ def draw_meshes(frames: np.ndarray, depth: np.ndarray, idx, vertices: np.ndarray
     depth = _depth(depth, frames)
     table = MeshTable(vertices, triangles, face_colors=face_colors, face_textures=face_textures,
                       face_flags=face_flags, uvs=uvs, normals=normals, atlas=atlas,
-                      texture_rects=texture_rects, sampling=sampling)
+                      texture_rects=texture_rects, sampling=sampling, facing_planes=False)
     draws = DrawList(table, idx, tri_start, tri_stop, view_proj, num_frames=frames.shape[0],
                      frame_hw=frames.shape[1:3], model=model, light_dir=light_dir,
                      ambient=ambient, diffuse=diffuse, viewport=viewport)

@@ -157,12 +157,13 @@ def test_shortcuts_draw_the_pictures_of_the_paths_they_shortcut(seed):
         old = _raster3d.set_fast_paths(fast)
         try:
             shots = []
+            table = raster3d.MeshTable(verts, tris, face_colors=colors, face_flags=flags)
             for w, h in ((96, 64), (333, 250), (40, 700)):
                 frames, depth = buffers(h=h, w=w)
-                raster3d.draw_meshes(frames, depth, [0], verts, tris, 0, len(tris),
-                                     view_proj(w=w, h=h), model=model, face_colors=colors,
-                                     face_flags=flags, light_dir=(0.3, 0.5, 1.0), ambient=0.3,
-                                     diffuse=0.7)
+                draws = raster3d.DrawList(table, [0], 0, len(tris), view_proj(w=w, h=h),
+                                          num_frames=1, frame_hw=(h, w), model=model,
+                                          light_dir=(0.3, 0.5, 1.0), ambient=0.3, diffuse=0.7)
+                raster3d.draw_list(frames, depth, draws)
                 shots.append((frames.copy(), depth.copy()))
         finally:
             _raster3d.set_fast_paths(old)
@@ -172,6 +173,9 @@ def test_shortcuts_draw_the_pictures_of_the_paths_they_shortcut(seed):
         np.testing.assert_array_equal(fast_d, plain_d)
         assert painted(fast_f).mean() > 0.05
     assert raster3d.MeshTable(verts, tris).planes.shape == (len(tris), 4)
+    # One-use tables (draw_meshes) and tables of two-sided faces only keep no planes.
+    assert raster3d.MeshTable(verts, tris, facing_planes=False).planes.shape == (0, 4)
+    assert raster3d.MeshTable(verts, tris, face_flags=raster3d.FLAG_TWO_SIDED).planes.size == 0
 
 
 def test_boxes_outside_the_view_are_those_no_point_of_which_reaches_it():
