@@ -4,10 +4,11 @@
 One call draws N *draws* (a triangle range of a shared vertex/index table, a model matrix, a
 view-projection matrix, a light and a viewport) into caller-owned ``uint8[B, H, W, 3]`` frames
 with a ``float32[B, H, W]`` depth buffer. Per vertex, once per draw (a cache stamped with the
-draw's number): world, clip and viewport position and outcodes. Per triangle: trivial frustum
-reject,
-facing test on homogeneous coordinates (so triangles crossing the eye plane are judged right),
-back-face culling, Lambert light (flat, or per vertex when normals are given), clipping in
+draw's number): world, clip and viewport position and outcodes. Per triangle: with the table's
+facing planes, a clear back face is skipped first (one dot product with the camera's cofactors,
+before any corner is transformed); then trivial frustum reject, facing test on homogeneous
+coordinates (so triangles crossing the eye plane are judged right), back-face culling, Lambert
+light (flat, or per vertex when normals are given), clipping in
 homogeneous space against the near plane and a guard band (so no vertex ever reaches w <= 0 and
 screen coordinates stay small enough for exact integer edge functions), then scan conversion.
 
@@ -19,11 +20,12 @@ cracks, no double hits), and each pixel row's covered span is solved exactly per
 testing a bounding box (a small solid triangle finds each row's covered run from its box's pixel
 centres instead, four at a time in 32-bit SSE2 lanes when its edge values fit; same pixels).
 Depth (NDC z) is affine in screen space and interpolated linearly; texture coordinates and
-vertex light are interpolated perspective-correctly (attribute / w and 1 / w are affine). Texture lookups are clamped to the triangle's own UV range, so extrapolation
-at a pixel centre a hair outside an edge can never wrap around to the opposite side of a
-texture. The kernels trust the Python face for dtypes and shapes but skip draws and triangles
-whose indices are out of range, so even a direct call cannot write outside the buffers. Draws
-are processed strictly in order without the GIL. Loops are serial (no OpenMP, so the build needs
+vertex light are interpolated perspective-correctly (attribute / w and 1 / w are affine).
+Texture lookups are clamped to the triangle's own UV range, so extrapolation at a pixel centre a
+hair outside an edge can never wrap around to the opposite side of a texture. The kernels
+trust the Python face for dtypes and shapes but skip draws and triangles whose indices are out
+of range, so even a direct call cannot write outside the buffers. Draws are processed strictly
+in order without the GIL. Loops are serial (no OpenMP, so the build needs
 no extra flags); callers can render disjoint frame sets from several Python threads.
 
 ``raycast_grid`` is a fast path for the special case of full-height boxes on a grid seen level
@@ -37,10 +39,11 @@ from libc.stdlib cimport malloc, free
 ctypedef unsigned char u8
 ctypedef long long i64
 
-# Covered runs of a small triangle's box, 4 pixel centres at a time (SSE2, baseline x86-64;
-# a scalar loop elsewhere). The edge functions are exact integers either way, so the pixels are
-# the ones the scalar tests find; only the caller's guarantee that every value fits int32 makes
-# the 32-bit lanes safe.
+# C helpers: the covered runs of a small triangle's box, 4 pixel centres at a time (SSE2,
+# baseline x86-64; a scalar loop elsewhere; the edge functions are exact integers either way, so
+# the pixels are the ones the scalar tests find, and only the caller's guarantee that every value
+# fits int32 makes the 32-bit lanes safe), the branch-free solid span, and the 2 x 2 average
+# of supersampling (SSSE3 when the CPU has it).
 cdef extern from *:
     """
     #include <stdint.h>
@@ -816,8 +819,10 @@ def boxes_outside(const double[:, :, ::1] view_proj, const double[:, :, ::1] mod
         for k in range(K):
             for i in range(4):
                 for j in range(4):
-                    Q[i][j] = (view_proj[k, i, 0] * model[k, 0, j] + view_proj[k, i, 1] * model[k, 1, j]
-                               + view_proj[k, i, 2] * model[k, 2, j] + view_proj[k, i, 3] * model[k, 3, j])
+                    Q[i][j] = (view_proj[k, i, 0] * model[k, 0, j]
+                               + view_proj[k, i, 1] * model[k, 1, j]
+                               + view_proj[k, i, 2] * model[k, 2, j]
+                               + view_proj[k, i, 3] * model[k, 3, j])
             all_codes = 31
             for c in range(8):
                 p[0] = hi[k, 0] if c & 1 else lo[k, 0]
