@@ -298,6 +298,8 @@ class FetchMeshes:
         # Each drawable's box around every level's vertices (draws outside the view are culled).
         self.box_lo = np.array([b[0] for b in boxes], np.float64)
         self.box_hi = np.array([b[1] for b in boxes], np.float64)
+        planes = [j for j, g in enumerate(self.geoms) if m.geom_type[g] == 0]
+        self.order = np.array([j for j in range(len(boxes)) if j not in planes] + planes)
         self.table = raster3d.MeshTable(
             np.ascontiguousarray(np.concatenate(verts), np.float32),
             np.ascontiguousarray(np.concatenate(tris), np.int32),
@@ -735,7 +737,10 @@ class FetchBase(Family):
         lateral = np.sqrt(np.maximum(np.einsum("nvgk,nvgk->nvg", rel, rel) - along ** 2, 0))
         visible = (along > -me.radius) & (
             lateral - me.radius * 1.5 < (along + me.radius) * tan_half * 1.5)
-        r, v, g = np.nonzero(visible)
+        # Draw order: geoms, the target sphere, then the floor, drawn last so that the
+        # rasterizer skips its ends hidden behind the table top (raster3d's row records).
+        r, v, g = np.nonzero(visible[:, :, me.order])
+        g = me.order[g]
         # ... and those whose box lies outside one side of the view (every corner beyond the
         # same clip plane, by a margin above rounding): their triangles would all be rejected
         # one by one, after their corners were transformed. In the gripper view that is about

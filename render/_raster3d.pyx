@@ -114,9 +114,12 @@ cdef extern from *:
        the old depth and colour back): the test's outcome changes too often along a row for the
        branch predictor, and a mispredicted branch costs more than the stores. The depth steps
        z, z + dz, ... as in the other spans. */
-    static inline void vg_span_solid(float* d, uint8_t* q, int64_t xa, int64_t xb, double z,
-                                     double dz, uint8_t c0, uint8_t c1, uint8_t c2) {
+    static inline double vg_span_solid(float* d, uint8_t* q, int64_t xa, int64_t xb,
+                                       double z, double dz, uint8_t c0, uint8_t c1,
+                                       uint8_t c2) {
+        double last = z;
         for (int64_t x = xa; x <= xb; x++) {
+            last = z;
             const float old = d[x];
             const int m = z < (double)old;
             uint8_t* p = q + 3 * x;
@@ -127,6 +130,7 @@ cdef extern from *:
             p[2] = m ? c2 : p2;
             z += dz;
         }
+        return last;   /* the depth of pixel xb */
     }
 
     /* 2 x 2 supersampling's average of one output row: out[x] = the rounded-up mean of the
@@ -197,8 +201,8 @@ cdef extern from *:
     i64 vg_down2_row(const u8* p, const u8* q, u8* out, i64 W, int simd) noexcept nogil
     void vg_box_runs(const int* e, const int* sx, const int* sy, int width, int nrows,
                      int* lo, int* hi) noexcept nogil
-    void vg_span_solid(float* d, u8* q, i64 xa, i64 xb, double z, double dz, u8 c0, u8 c1,
-                       u8 c2) noexcept nogil
+    double vg_span_solid(float* d, u8* q, i64 xa, i64 xb, double z, double dz, u8 c0, u8 c1,
+                         u8 c2) noexcept nogil
 
 HAVE_SIMD = bool(VG_RASTER_SSE2)
 
@@ -226,6 +230,7 @@ cdef enum:
     BOX_TRI = 32         # ... and with vertices within BOX_EXTENT, up to this wide, 4 at a time
     BOX_ROWS = 64        # (at most this many rows)
     BOX_EXTENT = 64 * 256   # sub-pixel extent bound that keeps every edge value within int32
+    LONG_SPAN = 48       # solid spans at least this long keep and use the row records
 
 # Guard band: |x|, |y| <= GUARD * w in clip space, i.e. GUARD times the viewport half-size. It
 # bounds screen coordinates so 64-bit edge functions cannot overflow, and it lies outside the
@@ -256,6 +261,10 @@ cdef struct Shade:   # per-triangle shading inputs
     double ulo, uhi, vlo, vhi   # the triangle's UV range in shifted texel units
     int solid              # neither textured nor Gouraud: one colour, only depth interpolated
     u8 c0, c1, c2          # that colour with its flat light applied (as _put computes it)
+    i64 ox                 # the viewport's column in the frame
+    i64* rec_lo            # per frame row: a run of columns [rec_lo, rec_hi] whose stored depths
+    i64* rec_hi            # are all <= rec_z (see _long_span), or NULL
+    double* rec_z
 
 
 cdef inline i64 _floordiv(i64 a, i64 b) noexcept nogil:
@@ -502,7 +511,10 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
         drow = depth + (y + oy) * W + ox
         prow = frame + ((y + oy) * W + ox) * 3
         if s.solid:
-            _span_solid(drow, prow, xa, xb, z, g[0][1], s.c0, s.c1, s.c2)
+            if xb - xa >= LONG_SPAN and s.rec_z != NULL:
+                _long_span(s, y + oy, drow, prow, xa, xb, z, g[0][1])
+            else:
+                _span_solid(drow, prow, xa, xb, z, g[0][1], s.c0, s.c1, s.c2)
             continue
         iw = g[1][0] + g[1][1] * px + g[1][2] * pyd
         uw = g[2][0] + g[2][1] * px + g[2][2] * pyd
@@ -599,6 +611,50 @@ cdef inline void _span_solid(float* drow, u8* prow, i64 xa, i64 xb, double z, do
                              u8 c1, u8 c2) noexcept nogil:
     """One row of a flat-coloured, flat-lit triangle (vg_span_solid)."""
     vg_span_solid(drow, prow, xa, xb, z, dz, c0, c1, c2)
+
+
+cdef void _long_span(Shade* s, i64 row, float* drow, u8* prow, i64 xa, i64 xb, double z,
+                     double dz) noexcept nogil:
+    """A solid span of at least LONG_SPAN pixels (frame row ``row``), whose hidden end is skipped.
+
+    Each frame row keeps one run of columns whose stored depths are all at most rec_z, made of
+    long spans: every pixel a solid span has tested holds at most the larger of its end depths
+    (the steps are monotone, and a failed test keeps a nearer depth), and later draws only lower
+    depths. When that run covers the span's end and the span is no nearer there (its smallest
+    depth over the covered part, less a margin far above the stepping's rounding, is >= rec_z),
+    every test there would fail, so the span stops before it: the same picture. Only an end can
+    go: the depths after a skipped middle would need the steps through it. That is the floor
+    behind a table top, drawn after it."""
+    cdef i64 fa = xa + s.ox, fb = xb + s.ox, lo = s.rec_lo[row], hi = s.rec_hi[row], cut
+    cdef double zc, ze, last, bound
+    if lo <= fb <= hi:
+        cut = lo if lo > fa else fa
+        zc = z + (cut - fa) * dz
+        ze = z + (fb - fa) * dz
+        if (zc if zc < ze else ze) - 1e-9 * (fabs(z) + fabs(zc) + fabs(ze)) >= s.rec_z[row]:
+            if cut == fa:
+                return
+            xb = cut - s.ox - 1
+            fb = cut - 1
+    last = vg_span_solid(drow, prow, xa, xb, z, dz, s.c0, s.c1, s.c2)
+    bound = z if z > last else last
+    if <double><float>z > bound:
+        bound = <double><float>z
+    if <double><float>last > bound:
+        bound = <double><float>last
+    if not (bound == bound):      # NaN depths: no record
+        return
+    if fa <= hi + 1 and fb + 1 >= lo and lo <= hi:
+        if fa < lo:
+            s.rec_lo[row] = fa
+        if fb > hi:
+            s.rec_hi[row] = fb
+        if bound > s.rec_z[row]:
+            s.rec_z[row] = bound
+    elif lo > hi or fb - fa > hi - lo:
+        s.rec_lo[row] = fa
+        s.rec_hi[row] = fb
+        s.rec_z[row] = bound
 
 
 cdef void _span_nearest(float* drow, u8* prow, i64 xa, i64 xb, double z, double iw, double uw,
@@ -917,6 +973,21 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
         raise MemoryError("raster3d.draw: no memory for the vertex cache")
     cdef double* vc
     cdef int code0, code1, code2, ccode
+    # Per frame row, a run of columns with a bound on their depths (_long_span).
+    cdef i64* rec_lo = NULL
+    cdef i64* rec_hi = NULL
+    cdef double* rec_z = NULL
+    if _fast:
+        rec_lo = <i64*>malloc((B * H + 1) * sizeof(i64))
+        rec_hi = <i64*>malloc((B * H + 1) * sizeof(i64))
+        rec_z = <double*>malloc((B * H + 1) * sizeof(double))
+        if rec_lo == NULL or rec_hi == NULL or rec_z == NULL:
+            free(rec_lo); free(rec_hi); free(rec_z)
+            free(vcache); free(vstamp); free(vcode)
+            raise MemoryError("raster3d.draw: no memory for the row records")
+        for i in range(B * H):
+            rec_lo[i] = 1
+            rec_hi[i] = 0
     cdef double Q[3][4]
     cdef double cq[4]
     cdef double f0, f1, f2, f3
@@ -934,6 +1005,10 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
             if pending_clear[b]:
                 _clear_frame(frame, dep, H, W, clear_rgb[0], clear_rgb[1], clear_rgb[2])
                 pending_clear[b] = 0
+            if rec_z != NULL:
+                sh.rec_lo = rec_lo + b * H
+                sh.rec_hi = rec_hi + b * H
+                sh.rec_z = rec_z + b * H
             vw_ = <double>viewport[n, 2]
             vh_ = <double>viewport[n, 3]
             cx0 = viewport[n, 0] if viewport[n, 0] > 0 else 0
@@ -948,6 +1023,7 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
             # (ox + x, oy + y).
             ox = viewport[n, 0]
             oy = viewport[n, 1]
+            sh.ox = ox
             cx0 -= ox
             cx1 -= ox
             cy0 -= oy
@@ -1150,6 +1226,9 @@ def draw(u8[:, :, :, ::1] frames, float[:, :, ::1] depth, const i64[::1] idx, i6
     free(vcache)
     free(vstamp)
     free(vcode)
+    free(rec_lo)
+    free(rec_hi)
+    free(rec_z)
 
 
 # ---------------------------------------------------------------------------------------------

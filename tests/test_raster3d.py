@@ -202,6 +202,37 @@ def test_boxes_outside_the_view_are_those_no_point_of_which_reaches_it():
         raster3d.boxes_outside(vp, model, centre[:5], centre + half)
 
 
+@pytest.mark.parametrize("shift", [-1.5, -0.4, 0.0, 0.9, 2.5])
+def test_hidden_ends_of_long_spans_are_skipped_without_changing_a_pixel(shift):
+    """A floor drawn after a table top that hides part of it (its right end, its left end, its
+    middle, all of it or none, by where the table sits) and a third quad drawn after both, partly
+    in front: every pixel and depth is the one the plain path draws."""
+    from visgym.render import _raster3d
+    table = QUAD * np.float32([0.9, 0.7, 1]) + np.float32([shift, 0.1, 0.5])
+    floor = QUAD * np.float32([4, 3, 1]) + np.float32([0, 0, -1.0])
+    front = QUAD * np.float32([0.8, 1.5, 1]) + np.float32([-0.2 - shift / 2, 0, 1.0])
+    verts = np.concatenate([table, floor, front])
+    tris = np.concatenate([QUAD_TRIS, QUAD_TRIS + 4, QUAD_TRIS + 8])
+    colors = np.repeat(np.array([RED, (90, 90, 90), GREEN], np.uint8), 2, 0)
+    table_mesh = raster3d.MeshTable(verts, tris, face_colors=colors)
+    out = []
+    for fast in (True, False):
+        old = _raster3d.set_fast_paths(fast)
+        try:
+            frames, depth = buffers(h=120, w=200)
+            draws = raster3d.DrawList(table_mesh, [0, 0, 0], [0, 2, 4], [2, 4, 6],
+                                      view_proj(eye=(0.3, -0.2, 4), w=200, h=120),
+                                      num_frames=1, frame_hw=(120, 200))
+            raster3d.draw_list(frames, depth, draws)
+        finally:
+            _raster3d.set_fast_paths(old)
+        out.append((frames, depth))
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+    seen = {tuple(c) for c in out[0][0].reshape(-1, 3)}
+    assert (90, 90, 90) in seen and GREEN in seen and (RED in seen or abs(shift) > 2)
+
+
 def test_facing_planes_give_the_clip_space_facing_determinant():
     rng = np.random.default_rng(5)
     verts, tris, _, _ = _soup(rng, 50, 1.0)
