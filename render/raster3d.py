@@ -27,8 +27,10 @@ Shortcuts that leave every pixel as the plain paths draw it (tests/test_raster3d
 them, ``_raster3d.set_fast_paths(False)``): a ``MeshTable`` keeps each triangle's facing plane
 (``_facing_planes``), so a back face is skipped after one dot product with the camera's side,
 before its corners are transformed; small solid triangles find each row's covered run four pixel
-centres at a time (SSE2, exact integers); ``boxes_outside`` tells a caller which draws lie wholly
-outside their view before it lists them.
+centres at a time (SSE2, exact integers); a long solid span skips its end where its row's
+record (a run of columns with a bound on their depths, kept by long spans) shows every test
+there would fail, so a big occluder drawn first spares what it hides; ``boxes_outside`` tells a
+caller which draws lie wholly outside their view before it lists them.
 """
 from __future__ import annotations
 
