@@ -194,40 +194,21 @@ class FetchState(NamedTuple):
 
 class FetchWorkspace:
     """Render scratch of one BatchEnv, per drawing thread (created on first use, so the pool's
-    threads never share one): a depth buffer of GROUP frames at the drawn size (the frame size
-    times ``antialias``), and with antialias > 1 the drawn colour frames before averaging."""
+    threads never share one): colour and depth of GROUP one-view frames at the drawn size (the
+    view size times ``antialias``); a view is drawn there, then copied or averaged into its
+    place in the frame."""
 
     def __init__(self, height: int, width: int, antialias: int = 1, views: int = 1):
-        self.antialias = antialias
-        self.views = views
-        self.shape = (GROUP, height * antialias, width * antialias)
+        self.shape = (GROUP, height * antialias, width // views * antialias)
         self._buffers = {}
 
-    def _mine(self):
+    def buffers(self, n: int) -> tuple:
+        """The calling thread's colour and depth buffers of ``n`` <= GROUP one-view frames."""
         key = threading.get_ident()
         bufs = self._buffers.get(key)
         if bufs is None:
-            colour = (np.empty(self.shape + (3,), np.uint8) if self.antialias > 1 else None)
-            bufs = self._buffers[key] = (np.empty(self.shape, np.float32), colour)
-        return bufs
-
-    def depth(self, n: int) -> np.ndarray:
-        """The calling thread's depth buffer for ``n`` <= GROUP frames (C-contiguous)."""
-        return self._mine()[0][:n]
-
-    def samples(self, n: int) -> np.ndarray:
-        """The calling thread's colour buffer of ``n`` <= GROUP frames at the drawn size."""
-        return self._mine()[1][:n]
-
-    def view_buffers(self, n: int) -> tuple:
-        """The calling thread's colour and depth buffers of ``n`` <= GROUP one-view frames at
-        the drawn size (a view drawn on its own)."""
-        key = (threading.get_ident(), "view")
-        bufs = self._buffers.get(key)
-        if bufs is None:
-            shape = (GROUP, self.shape[1], self.shape[2] // self.views)
-            bufs = self._buffers[key] = (np.empty(shape + (3,), np.uint8),
-                                         np.empty(shape, np.float32))
+            bufs = self._buffers[key] = (np.empty(self.shape + (3,), np.uint8),
+                                         np.empty(self.shape, np.float32))
         return bufs[0][:n], bufs[1][:n]
 
 
@@ -298,8 +279,8 @@ class FetchMeshes:
         # Each drawable's box around every level's vertices (draws outside the view are culled).
         self.box_lo = np.array([b[0] for b in boxes], np.float64)
         self.box_hi = np.array([b[1] for b in boxes], np.float64)
-        planes = [j for j, g in enumerate(self.geoms) if m.geom_type[g] == 0]
-        self.order = np.array([j for j in range(len(boxes)) if j not in planes] + planes)
+        floors = [j for j, g in enumerate(self.geoms) if m.geom_type[g] == 0]   # planes
+        self.order = np.array([j for j in range(len(boxes)) if j not in floors] + floors)
         self.table = raster3d.MeshTable(
             np.ascontiguousarray(np.concatenate(verts), np.float32),
             np.ascontiguousarray(np.concatenate(tris), np.int32),
@@ -666,13 +647,11 @@ class FetchBase(Family):
                 runs.append((start, k))
                 start = k
         threads = os.cpu_count() or 1
-        apart = p.use_follow_camera
         tasks = []
-        for view, (draws, draw_row) in enumerate(self._draw_lists(state, rows, apart)):
+        for view, (draws, draw_row) in enumerate(self._draw_lists(state, rows, apart=True)):
             for start, k in runs:
                 lo, hi = np.searchsorted(draw_row, (start, k))
-                tasks.append((int(rows[start]), int(rows[k - 1]) + 1, view if apart else None,
-                              draws[lo:hi]))
+                tasks.append((int(rows[start]), int(rows[k - 1]) + 1, view, draws[lo:hi]))
         if threads > 1 and len(tasks) > 1:
             list(self._render_pool.map(lambda task: self._draw_task(frames, work, *task), tasks))
         else:
@@ -680,26 +659,22 @@ class FetchBase(Family):
                 self._draw_task(frames, work, *task)
 
     def _draw_task(self, frames, work, r0, r1, view, draws):
-        """Draw frames r0..r1-1 (both views, or only ``view``, drawn on its own) from
-        ``draws``; supersampled frames are drawn into the thread's buffers and averaged."""
+        """Draw ``view`` of frames r0..r1-1 from ``draws`` into the thread's one-view buffers,
+        then copy it (or average its samples) into its place in the frames."""
         p = self.params
         aa = p.antialias
         n = r1 - r0
-        if view is None:
-            depth = work.depth(n)
-            target = frames[r0:r1] if aa == 1 else work.samples(n)
-        else:
-            target, depth = work.view_buffers(n)
+        target, depth = work.buffers(n)
         raster3d.draw_list(target, depth, draws, first_frame=r0, clear=BACKGROUND_RGB)
-        x = 0 if view is None else view * p.width
+        x = view * p.width
         if aa > 1:
             raster3d.downsample(target, frames[r0:r1], aa, x)
-        elif view is not None:
-            # Streamed stores when the batch's frames are far bigger than the caches.
-            stream = frames.nbytes >= blit.STREAM_BYTES
-            for k in range(n):
-                blit.copy_frame(frames, r0 + k, target[k].reshape(-1), p.height, p.width, x=x,
-                                stream=stream)
+            return
+        # Streamed stores when the batch's frames are far bigger than the caches.
+        stream = frames.nbytes >= blit.STREAM_BYTES
+        for k in range(n):
+            blit.copy_frame(frames, r0 + k, target[k].reshape(-1), p.height, p.width, x=x,
+                            stream=stream)
 
     def render_after_step(self, state, frames, work):
         rows = np.flatnonzero(state.moved)

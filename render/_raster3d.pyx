@@ -226,8 +226,8 @@ cdef enum:
     SUB = 256            # sub-pixel steps per pixel
     HALF = 128           # pixel centre offset in sub-pixel units
     MAXV = 12            # vertices of a polygon clipped by 6 planes, with room to spare
-    SMALL_TRI = 8        # solid triangles narrower than this many pixels test their whole box
-    BOX_TRI = 32         # ... and with vertices within BOX_EXTENT, up to this wide, 4 at a time
+    BOX_TRI = 32         # solid triangles narrower than this, with vertices within BOX_EXTENT,
+                         # find each row's run from their box's pixel centres, 4 at a time
     BOX_ROWS = 64        # (at most this many rows)
     BOX_EXTENT = 64 * 256   # sub-pixel extent bound that keeps every edge value within int32
     LONG_SPAN = 48       # solid spans at least this long keep and use the row records
@@ -467,9 +467,6 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
             and maxx - minx <= BOX_EXTENT and maxy - miny <= BOX_EXTENT):
         _box_solid(frame, depth, W, xmin, xmax, ymin, ymax, A, Bc, C, x0d, y0d, g, ox, oy, s)
         return
-    if s.solid and xmax - xmin < SMALL_TRI:
-        _small_solid(frame, depth, W, xmin, xmax, ymin, ymax, A, Bc, C, x0d, y0d, g, ox, oy, s)
-        return
     # Per edge, the pixel index where its half-plane starts (A > 0) or ends (A < 0) on row y is
     # close to alpha + beta * y; a cheap floating estimate that the integer edge function then
     # corrects by a step or two, so the per-row cost is a few multiplies (per-row integer
@@ -526,53 +523,13 @@ cdef void _raster_tri(u8* frame, float* depth, i64 W, SV* a, SV* b, SV* c,
             _span_general(drow, prow, xa, xb, z, iw, uw, vw, lw, g, s)
 
 
-cdef void _small_solid(u8* frame, float* depth, i64 W, i64 xmin, i64 xmax, i64 ymin, i64 ymax,
-                       i64* A, i64* Bc, i64* C, double x0d, double y0d, double g[5][3],
-                       i64 ox, i64 oy, Shade* s) noexcept nogil:
-    """A solid triangle whose box is under SMALL_TRI pixels wide: every pixel centre of the box
-    is tested against the three edge functions (stepped by one addition each), which for a few
-    pixels costs less than solving each row's span. The covered pixels and their depths are the
-    ones the span path finds: a row's depth starts from the plane at its first covered pixel and
-    steps by dz, as there."""
-    cdef i64 y, x, py, e0, e1, e2, s0 = A[0] * SUB, s1 = A[1] * SUB, s2 = A[2] * SUB, px0
-    cdef double z = 0.0, dz = g[0][1]
-    cdef int started
-    cdef float* drow
-    cdef u8* q
-    px0 = xmin * SUB + HALF
-    for y in range(ymin, ymax + 1):
-        py = y * SUB + HALF
-        e0 = A[0] * px0 + Bc[0] * py + C[0]
-        e1 = A[1] * px0 + Bc[1] * py + C[1]
-        e2 = A[2] * px0 + Bc[2] * py + C[2]
-        drow = depth + (y + oy) * W + ox
-        started = 0
-        for x in range(xmin, xmax + 1):
-            if (e0 | e1 | e2) >= 0:
-                if not started:
-                    z = g[0][0] + g[0][1] * (x + 0.5 - x0d) + g[0][2] * (y + 0.5 - y0d)
-                    started = 1
-                if z < drow[x]:
-                    drow[x] = <float>z
-                    q = frame + ((y + oy) * W + ox + x) * 3
-                    q[0] = s.c0
-                    q[1] = s.c1
-                    q[2] = s.c2
-                z += dz
-            elif started:
-                break
-            e0 += s0
-            e1 += s1
-            e2 += s2
-
-
 cdef void _box_solid(u8* frame, float* depth, i64 W, i64 xmin, i64 xmax, i64 ymin, i64 ymax,
                      i64* A, i64* Bc, i64* C, double x0d, double y0d, double g[5][3],
                      i64 ox, i64 oy, Shade* s) noexcept nogil:
     """A solid triangle with a box under BOX_TRI pixels wide and BOX_ROWS tall whose vertices lie
     within BOX_EXTENT sub-pixels of each other, so every edge value over the box fits int32:
-    vg_box_runs finds each row's covered run, which is then drawn as _small_solid draws it (depth
-    from the plane at the run's first pixel, stepped by dz)."""
+    vg_box_runs finds each row's covered run, which is then drawn as the span path draws it
+    (depth from the plane at the run's first pixel, stepped by dz)."""
     cdef int e[3]
     cdef int sx[3]
     cdef int sy[3]

@@ -113,6 +113,15 @@ def _pillow_width(src, out_w):
     return pillow_resize(frame, (out_w, src.shape[0])).reshape(src.shape[0], out_w, -1)
 
 
+def _output_sizes(n, rng):
+    """Output lengths to resample a length-n axis to: halves, thirds, one more, twice and one,
+    a random one, and for long axes a few fixed ones (n itself left out)."""
+    outs = {max(1, n // 2), max(1, n // 3), n + 1, 2 * n + 1, int(rng.integers(1, 3 * n + 2))}
+    if n > 40:
+        outs |= {224, 41, 7}
+    return sorted(outs - {n})
+
+
 def test_horizontal_equals_pillow_all_small_widths():
     """Widths 1..40 and some larger ones, odd and even, down- and upscaled, C = 3 and 1: windows
     of every length that start at the row's first pixel and end at its last; enough rows for the
@@ -122,11 +131,7 @@ def test_horizontal_equals_pillow_all_small_widths():
     for w in widths:
         for channels in (3, 1):
             src = rng.integers(0, 256, (int(rng.integers(5, 9)), w, channels), np.uint8)
-            outs = {max(1, w // 2), max(1, w // 3), w + 1, 2 * w + 1,
-                    int(rng.integers(1, 3 * w + 2))}
-            if w > 40:
-                outs |= {224, 41, 7}
-            for out_w in sorted(outs - {w}):
+            for out_w in _output_sizes(w, rng):
                 expected = _pillow_width(src, out_w)
                 got = _horizontal(src, out_w)
                 assert np.array_equal(got, expected), (w, channels, out_w)
@@ -141,25 +146,6 @@ def test_horizontal_saturates_like_pillow():
             stripes[:, ::2] = 255
             for src in (stripes, 255 - stripes, np.full_like(stripes, 255), 0 * stripes):
                 assert np.array_equal(_horizontal(src, out_w), _pillow_width(src, out_w))
-
-
-def test_horizontal_sub_rectangle_leaves_the_rest():
-    """Rows x columns of the output are Pillow's, everything else is untouched (the SIMD loop
-    stores four bytes for three: never past the rectangle's last column)."""
-    rng = np.random.default_rng(22)
-    for t in range(60):
-        channels = 3 if t % 3 else 1
-        h, w = int(rng.integers(1, 14)), int(rng.integers(1, 300))
-        out_w = int(rng.integers(1, 2 * w + 2))
-        src = rng.integers(0, 256, (h, w, channels), np.uint8)
-        row0 = int(rng.integers(0, h))
-        row1 = int(rng.integers(row0 + 1, h + 1))
-        col0 = int(rng.integers(0, out_w))
-        col1 = int(rng.integers(col0 + 1, out_w + 1))
-        got = _horizontal(src, out_w, (row0, row1), (col0, col1), fill=77)
-        expected = np.full_like(got, 77)
-        expected[row0:row1, col0:col1] = _pillow_width(src, out_w)[row0:row1, col0:col1]
-        assert np.array_equal(got, expected), (h, w, channels, out_w, row0, row1, col0, col1)
 
 
 def _reference_horizontal(src, bounds, weights):
@@ -261,11 +247,7 @@ def test_vertical_equals_pillow_all_small_heights():
         for channels in (3, 1):
             w = int(rng.choice(_V_WIDTHS[channels]))
             src = rng.integers(0, 256, (h, w, channels), np.uint8)
-            outs = {max(1, h // 2), max(1, h // 3), h + 1, 2 * h + 1,
-                    int(rng.integers(1, 3 * h + 2))}
-            if h > 40:
-                outs |= {224, 41, 7}
-            for out_h in sorted(outs - {h}):
+            for out_h in _output_sizes(h, rng):
                 expected = _pillow_height(src, out_h)
                 assert np.array_equal(_vertical(src, out_h), expected), (h, w, channels, out_h)
                 assert np.array_equal(_vertical(src, out_h, simd=False), expected)
@@ -284,23 +266,33 @@ def test_vertical_saturates_like_pillow():
                 assert np.array_equal(_vertical(src, out_h), _pillow_height(src, out_h))
 
 
-def test_vertical_sub_rectangle_leaves_the_rest():
-    """Output rows x columns are Pillow's, every byte outside is untouched (the 16-byte stores,
-    the overlapping last block, never reach past the rectangle's last column)."""
-    rng = np.random.default_rng(32)
-    for t in range(80):
+@pytest.mark.parametrize("axis", ["horizontal", "vertical"])
+def test_sub_rectangle_leaves_the_rest(axis):
+    """Output rows x columns are Pillow's, every byte outside is untouched: the horizontal SIMD
+    loop stores four bytes for three, the vertical one 16-byte blocks with an overlapping last
+    one, and neither may reach past the rectangle's last column."""
+    horizontal = axis == "horizontal"
+    run, pillow = (_horizontal, _pillow_width) if horizontal else (_vertical, _pillow_height)
+    rng = np.random.default_rng(22 if horizontal else 32)
+    for t in range(60 if horizontal else 80):
         channels = 3 if t % 3 else 1
-        h, w = int(rng.integers(1, 60)), int(rng.integers(1, 90))
-        out_h = int(rng.integers(1, 2 * h + 2))
+        if horizontal:
+            h, w = int(rng.integers(1, 14)), int(rng.integers(1, 300))
+            size = int(rng.integers(1, 2 * w + 2))
+            shape = (h, size)
+        else:
+            h, w = int(rng.integers(1, 60)), int(rng.integers(1, 90))
+            size = int(rng.integers(1, 2 * h + 2))
+            shape = (size, w)
         src = rng.integers(0, 256, (h, w, channels), np.uint8)
-        row0 = int(rng.integers(0, out_h))
-        row1 = int(rng.integers(row0 + 1, out_h + 1))
-        col0 = int(rng.integers(0, w))
-        col1 = int(rng.integers(col0 + 1, w + 1))
-        got = _vertical(src, out_h, (row0, row1), (col0, col1), fill=77)
+        row0 = int(rng.integers(0, shape[0]))
+        row1 = int(rng.integers(row0 + 1, shape[0] + 1))
+        col0 = int(rng.integers(0, shape[1]))
+        col1 = int(rng.integers(col0 + 1, shape[1] + 1))
+        got = run(src, size, (row0, row1), (col0, col1), fill=77)
         expected = np.full_like(got, 77)
-        expected[row0:row1, col0:col1] = _pillow_height(src, out_h)[row0:row1, col0:col1]
-        assert np.array_equal(got, expected), (h, w, channels, out_h, row0, row1, col0, col1)
+        expected[row0:row1, col0:col1] = pillow(src, size)[row0:row1, col0:col1]
+        assert np.array_equal(got, expected), (axis, h, w, channels, size, row0, row1, col0, col1)
 
 
 def _reference_vertical(src, bounds, weights):
