@@ -156,10 +156,17 @@ class BatchEnv:
                 raise ValueError(f"active: expected a bool array of shape ({self.num_envs},)")
         family = self.family
         self.grammar.parse(actions, self._actions)
-        if active is not None:
-            np.copyto(self._actions.error, IGNORED, where=~active)
-            np.logical_and(self._actions.move, active, out=self._actions.move)
-            np.logical_and(self._actions.stop, active, out=self._actions.stop)
+        # Episodes that ended on their previous step start over (next-step auto-reset): their
+        # action is ignored, so they are not stepped either.
+        pending = self._done if active is None else self._done & active
+        restart = self.autoreset == "next_step" and bool(pending.any())
+        stepped = active
+        if restart:
+            stepped = ~pending if active is None else active & ~pending
+        if stepped is not None:
+            np.copyto(self._actions.error, IGNORED, where=~stepped)
+            np.logical_and(self._actions.move, stepped, out=self._actions.move)
+            np.logical_and(self._actions.stop, stepped, out=self._actions.stop)
         family.step(self.state, self._actions, self.reward, self.terminated, self._codes)
         if active is None:
             self.steps += 1
@@ -171,22 +178,24 @@ class BatchEnv:
             np.logical_and(self.truncated, self._scratch, out=self.truncated)
             if active is not None:
                 np.logical_and(self.truncated, active, out=self.truncated)
+        rows = np.flatnonzero(pending) if restart else None
+        if restart:
+            new_seeds = next_seeds(self.seeds[rows])
+        if restart and family.redraws_restarts:
+            family.reset_rows(self.state, rows, new_seeds)
         family.render_after_step(self.state, self.frames, self.work)
         if self._variable and family.frame_hw_in_step:
             self._track_sizes(self._all_rows, all_rows=False)
+        if restart and not family.redraws_restarts:
+            family.reset_rows(self.state, rows, new_seeds)
+            family.render_rows(self.state, self.frames, rows, self.work)
 
         messages = self._actions.message
         texts = self._texts
         feedback = [messages[b] if 0 < c < IGNORED else texts[c]
                     for b, c in enumerate(self._codes.tolist())]
 
-        pending = self._done if active is None else self._done & active
-        if self.autoreset == "next_step" and pending.any():
-            # Episodes that ended on their previous step start over; their action is ignored.
-            rows = np.flatnonzero(pending)
-            new_seeds = next_seeds(self.seeds[rows])
-            family.reset_rows(self.state, rows, new_seeds)
-            family.render_rows(self.state, self.frames, rows, self.work)
+        if restart:
             if self._variable:
                 self._track_sizes(rows, all_rows=True)
             self.seeds[rows] = new_seeds

@@ -68,6 +68,11 @@ class Family(ABC):
     # the padding). ``frame_hw_in_step``: the size may also change in a step, not only on reset.
     variable_frames: ClassVar[bool] = False
     frame_hw_in_step: ClassVar[bool] = False
+    # True when ``render_after_step`` also draws, in full, the rows ``reset_rows`` restarted
+    # since the step (Fetch: a reset marks its rows as moved). BatchEnv then restarts the
+    # episodes that auto-reset before drawing, so one drawing pass covers the stepped and the
+    # restarted rows; otherwise it draws the step, restarts, and draws the restarted rows.
+    redraws_restarts: ClassVar[bool] = False
 
     def frame_hw(self, state, out: np.ndarray) -> None:
         """Write each episode's frame size (height, width) into ``out`` (int32[B, 2]); each

@@ -276,6 +276,37 @@ def test_next_step_autoreset(env_id):
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
+def test_auto_reset_beside_episodes_that_move(env_id):
+    """A step that restarts one episode while the others move: the restarted one is not
+    stepped (its move is ignored; it shows its reset frame) and the others show the frames of
+    the same moves in an env where nothing restarted."""
+    rng = np.random.default_rng(21)
+    stop = "('stop', 'stop')"
+    env = visgym.make(env_id, num_envs=3)
+    env.reset(seeds=[7, 8, 9])
+    env.step([stop, "junk", "junk"])
+    stepped = []
+    step_rows = env.family.step_rows
+
+    def spy(state, actions, rows, *rest):
+        stepped.append(rows.copy())
+        return step_rows(state, actions, rows, *rest)
+
+    env.family.step_rows = spy
+    moves = _random_actions(env, rng, 3, stops=False)
+    frames, reward, terminated, _, info = env.step(moves)
+    assert not stepped[0][0] and stepped[0][1:].all()
+    assert info["step"].tolist() == [0, 2, 2] and reward[0] == 0 and not terminated[0]
+    fresh = visgym.make(env_id, num_envs=1)
+    np.testing.assert_array_equal(frames[0], fresh.reset(seeds=[int(env.seeds[0])])[0][0])
+    other = visgym.make(env_id, num_envs=3)
+    other.reset(seeds=[7, 8, 9])
+    other.step(["junk"] * 3)
+    f_other, *_ = other.step(["junk"] + moves[1:])
+    np.testing.assert_array_equal(frames[1:], f_other[1:])
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
 def test_env_does_not_lock_after_stop_without_autoreset(env_id):
     env = visgym.make(env_id, num_envs=1, autoreset="disabled")
     env.reset(seeds=[5])
