@@ -18,7 +18,10 @@ render/shapes3d.cluster, a draw taking the coarsest that stays within two frame 
 ``antialias`` x ``antialias`` samples per pixel when asked (the evaluation runner and the
 demonstration synthesizer draw the views at the size they show, with 2 x 2). Each view is drawn
 on its own, a few frames per call, into per-thread buffers that stay in a core's cache, and
-geoms whose box lies outside a view are left out of its draws (raster3d.boxes_outside);
+geoms whose box lies outside a view are left out of its draws (raster3d.boxes_outside). The
+table, the floor and the robot's base (which stays within 10 um of its start pose) are drawn
+from their start pose; the front view's camera is fixed for an episode, so its picture of them
+is drawn once an episode and kept (FetchWorkspace.layer), and each step draws the rest over it;
 MuJoCo's OpenGL renderer (``renderer="mujoco"``, envs/fetch_gl.py) draws the same views where an
 OpenGL context exists.
 
@@ -82,6 +85,15 @@ POSITION_BOUND = 10.0   # metres: loaded goals, objects and camera targets (the 
 MIN_CAMERA_DISTANCE, MAX_CAMERA_DISTANCE = 0.01, 100.0   # metres from the camera target
 MAX_ANGLE_DEG = 720.0   # camera azimuths (degrees; any angle is one of these modulo 360)
 GROUP = 4           # frames per rasterizer call (they share one depth buffer)
+# The parts of the scene that stay put (FetchMeshes.static: the floor, the table, the robot's base
+# and what is fixed to it) are drawn from their pose at the episode start while every one of them
+# is within STATIC_TOL of it (metres, and rotation-matrix entries; the base rides on damped slide
+# joints and drifts by under a micrometre in an episode). The front view's camera is fixed for an
+# episode, so its picture of those parts is the same at every step: it is drawn once per episode
+# and kept (colour and depth, FetchWorkspace.layer) for as many rows as fit in LAYER_BYTES.
+BASE_BODY = "robot0:base_link"
+STATIC_TOL = 1e-5
+LAYER_BYTES = 256 << 20
 
 MOVE_SPEC = ActionSpec("move", FloatVector(3, -1.0, 1.0))
 
@@ -198,9 +210,24 @@ class FetchWorkspace:
     view size times ``antialias``); a view is drawn there, then copied or averaged into its
     place in the frame."""
 
-    def __init__(self, height: int, width: int, antialias: int = 1, views: int = 1):
+    def __init__(self, height: int, width: int, antialias: int = 1, views: int = 1,
+                 batch: int = 0):
         self.shape = (GROUP, height * antialias, width // views * antialias)
         self._buffers = {}
+        # The front view's layer of static parts for the first ``layer_rows`` rows of the batch.
+        per_row = self.shape[1] * self.shape[2] * (3 + 4)
+        self.layer_rows = int(min(batch, LAYER_BYTES // per_row))
+        self._layer = None
+
+    def layer(self) -> tuple:
+        """(colour, depth, camera) of the kept front-view layers of the first ``layer_rows``
+        rows: the static parts drawn alone for an episode whose camera is ``camera[b]`` (NaN: none
+        kept). Allocated on first use."""
+        if self._layer is None:
+            n, h, w = self.layer_rows, self.shape[1], self.shape[2]
+            self._layer = (np.empty((n, h, w, 3), np.uint8), np.empty((n, h, w), np.float32),
+                           np.full((n, 6), np.nan))
+        return self._layer
 
     def buffers(self, n: int) -> tuple:
         """The calling thread's colour and depth buffers of ``n`` <= GROUP one-view frames."""
@@ -287,6 +314,16 @@ class FetchMeshes:
             face_colors=np.ascontiguousarray(np.concatenate(colors), np.uint8),
             face_flags=raster3d.FLAG_LIT)
         self.geoms = np.array(self.geoms, np.int64)
+        # Drawables that stay put (see STATIC_TOL): geoms of the world and of bodies fixed to
+        # it (floor, table), and of the robot's base and the bodies fixed to the base.
+        base = m.body(BASE_BODY).id
+
+        def stays(body):
+            while body not in (0, base) and m.body_jntnum[body] == 0:
+                body = m.body_parentid[body]
+            return body in (0, base)
+
+        self.static = np.array([stays(m.geom_bodyid[g]) for g in self.geoms] + [False])
         self.starts = np.ascontiguousarray(np.array(starts, np.int64).T)
         self.stops = np.ascontiguousarray(np.array(stops, np.int64).T)
         self.radius = np.array(self.radius)
@@ -350,6 +387,8 @@ class FetchBase(Family):
 
             self._mjx = MjxStepper(self.scene, impl=params.impl)
         self.meshes = FetchMeshes(self.scene)
+        fixed = self.meshes.geoms[self.meshes.static[:-1]]
+        self._static_pose = (self.scene.start_geom_xpos[fixed], self.scene.start_geom_xmat[fixed])
         self._kind = {name: self.grammar.index(name) if name in self.grammar.names else -1
                       for name in ("move", "gripper")}
         self._render_pool = ProcessThreadPool(os.cpu_count() or 1, "visgym-fetch-render")
@@ -374,7 +413,7 @@ class FetchBase(Family):
 
     def new_workspace(self, batch):
         return FetchWorkspace(*self.frame_shape, self.params.antialias,
-                              2 if self.params.use_follow_camera else 1)
+                              2 if self.params.use_follow_camera else 1, batch)
 
     # -- physics helpers ----------------------------------------------------------------
     def _start_rows(self, state, rows):
@@ -638,6 +677,20 @@ class FetchBase(Family):
         if p.renderer == "mujoco":
             self._render_gl(state, frames, rows)
             return
+        # The front view is drawn in two passes, the static parts (FetchMeshes.static) and then
+        # the rest; rows whose kept layer shows the static parts for this camera start from it
+        # instead of the first pass (``reuse``), rows that can keep one store it (``keep``).
+        settled = self._settled(state, rows)
+        reuse = np.zeros(rows.size, np.bool_)
+        keep = np.zeros(rows.size, np.bool_)
+        key = None
+        if work.layer_rows:
+            key = work.layer()[2]
+            ok = np.flatnonzero(settled & (rows < work.layer_rows))
+            same = (key[rows[ok]] == state.camera[rows[ok]]).all(axis=1)
+            reuse[ok[same]] = True
+            keep[ok[~same]] = True
+            key[rows[keep]] = state.camera[rows[keep]]
         # Consecutive runs of rows, at most GROUP frames each, share one depth buffer; the runs
         # go to a pool of threads (the rasterizer releases the GIL). Each view of a run is a
         # task of its own, drawn into the thread's one-view buffers: a view's colour and depth
@@ -649,26 +702,56 @@ class FetchBase(Family):
             if k == rows.size or rows[k] != rows[k - 1] + 1 or k - start >= GROUP:
                 runs.append((start, k))
                 start = k
-        threads = os.cpu_count() or 1
-        tasks = []
-        for view, (draws, draw_row) in enumerate(self._draw_lists(state, rows, apart=True)):
-            for start, k in runs:
-                lo, hi = np.searchsorted(draw_row, (start, k))
-                tasks.append((int(rows[start]), int(rows[k - 1]) + 1, view, draws[lo:hi]))
-        if threads > 1 and len(tasks) > 1:
-            list(self._render_pool.map(lambda task: self._draw_task(frames, work, *task), tasks))
-        else:
-            for task in tasks:
-                self._draw_task(frames, work, *task)
+        (static, static_row), *views = self._draw_lists(state, rows, settled, reuse)
 
-    def _draw_task(self, frames, work, r0, r1, view, draws):
+        def part(draws, draw_row, start, k):
+            lo, hi = np.searchsorted(draw_row, (start, k))
+            return draws[lo:hi]
+
+        tasks = []
+        for view, (draws, draw_row) in enumerate(views):
+            for start, k in runs:
+                layer = None
+                if view == 0:
+                    layer = (part(static, static_row, start, k), reuse[start:k], keep[start:k])
+                tasks.append((int(rows[start]), int(rows[k - 1]) + 1, view,
+                              part(draws, draw_row, start, k), layer))
+        threads = os.cpu_count() or 1
+        try:
+            if threads > 1 and len(tasks) > 1:
+                list(self._render_pool.map(lambda task: self._draw_task(frames, work, *task),
+                                           tasks))
+            else:
+                for task in tasks:
+                    self._draw_task(frames, work, *task)
+        except BaseException:
+            if key is not None:
+                key[:] = np.nan   # layers half drawn are not kept
+            raise
+
+    def _draw_task(self, frames, work, r0, r1, view, draws, layer=None):
         """Draw ``view`` of frames r0..r1-1 from ``draws`` into the thread's one-view buffers,
-        then copy it (or average its samples) into its place in the frames."""
+        then copy it (or average its samples) into its place in the frames. ``layer``: (the
+        static parts' draws, reuse, keep) of the front view, drawn first (see render_rows)."""
         p = self.params
         aa = p.antialias
         n = r1 - r0
         target, depth = work.buffers(n)
-        raster3d.draw_list(target, depth, draws, first_frame=r0, clear=BACKGROUND_RGB)
+        if layer is None:
+            raster3d.draw_list(target, depth, draws, first_frame=r0, clear=BACKGROUND_RGB)
+        else:
+            static, reuse, keep = layer
+            if not reuse.all():
+                raster3d.draw_list(target, depth, static, first_frame=r0, clear=BACKGROUND_RGB)
+            if reuse.any() or keep.any():
+                kept_rgb, kept_depth, _ = work.layer()
+                for k in np.flatnonzero(reuse).tolist():
+                    np.copyto(target[k], kept_rgb[r0 + k])
+                    np.copyto(depth[k], kept_depth[r0 + k])
+                for k in np.flatnonzero(keep).tolist():
+                    np.copyto(kept_rgb[r0 + k], target[k])
+                    np.copyto(kept_depth[r0 + k], depth[k])
+            raster3d.draw_list(target, depth, draws, first_frame=r0)
         x = view * p.width
         if aa > 1:
             raster3d.downsample(target, frames[r0:r1], aa, x)
@@ -684,17 +767,29 @@ class FetchBase(Family):
         if rows.size:
             self.render_rows(state, frames, rows, work)
 
-    def _draw_lists(self, state, rows, apart: bool = False):
-        """The draws of ``rows`` (one per visible geom, ordered by row, then view, then geom)
-        with frame = batch row, as [(raster3d.DrawList, each draw's position in rows)]: one list
-        of every view side by side, or with ``apart`` one list per view, each drawn on its own
-        (viewport at x = 0 of a one-view frame)."""
+    def _settled(self, state, rows):
+        """bool over ``rows``: every static part is within STATIC_TOL of its start pose."""
+        fixed = self.meshes.geoms[self.meshes.static[:-1]]
+        pos, mat = self._static_pose
+        moved = np.abs(state.geom_xpos[rows][:, fixed] - pos).max(axis=(1, 2))
+        turned = np.abs(state.geom_xmat[rows][:, fixed] - mat).max(axis=(1, 2))
+        return (moved <= STATIC_TOL) & (turned <= STATIC_TOL)
+
+    def _draw_lists(self, state, rows, settled=None, reuse=None):
+        """The draws of ``rows`` (one per visible geom, ordered by row, then geom), each view
+        drawn on its own (viewport at x = 0 of a one-view frame), as (raster3d.DrawList, each
+        draw's position in rows) pairs: the front view's static parts, except in the rows of
+        ``reuse`` (bool over rows), then each view's other draws (the front view's without its
+        static parts). Static parts of the ``settled`` rows are drawn at their start pose."""
         p = self.params
         me = self.meshes
         n = len(rows)
         ng = len(me.geoms)
+        if settled is None:
+            settled = self._settled(state, rows)
+        if reuse is None:
+            reuse = np.zeros(n, np.bool_)
         views = self._views(state, rows)
-        nviews = len(views)
         width, height = p.width * p.antialias, p.height * p.antialias   # drawn size of a view
         proj = cam.perspective_fov_y(FOVY_DEG, p.width / p.height, 0.01, 20.0)
         # Geom model matrices, then the target sphere's.
@@ -704,6 +799,12 @@ class FetchBase(Family):
         models[:, ng, :3, :3] = np.eye(3)
         models[:, ng, :3, 3] = state.goal[rows]
         models[:, :, 3, 3] = 1.0
+        if settled.any():
+            pos, mat = self._static_pose
+            at = np.flatnonzero(settled)[:, None]
+            fixed = np.flatnonzero(me.static)
+            models[at, fixed, :3, :3] = mat.reshape(-1, 3, 3)
+            models[at, fixed, :3, 3] = pos
         centers = models[:, :, :3, 3]
         eye = np.stack([e for e, _ in views], 1)                  # (n, views, 3)
         fwd = np.stack([f for _, f in views], 1)
@@ -733,20 +834,20 @@ class FetchBase(Family):
         # and the headlight (diffuse 0.4, from the camera).
         light = 0.8 * np.array([0.0, 0.0, 1.0]) - 0.4 * fwd        # (n, views, 3)
         strength = np.linalg.norm(light, axis=-1)
-        viewport = np.array([[k * width, 0, width, height] for k in range(nviews)], np.int64)
+        viewport = np.array([0, 0, width, height], np.int64)
         light_dir = light[r, v] / strength[r, v, None]
 
-        def draw_list(sel, frame_width, vp):
+        def draw_list(sel):
             return raster3d.DrawList(
                 me.table, rows[r[sel]], me.starts[level[sel], g[sel]],
                 me.stops[level[sel], g[sel]], view_proj[r[sel], v[sel]],
-                num_frames=int(rows.max()) + 1, frame_hw=(height, frame_width),
+                num_frames=int(rows.max()) + 1, frame_hw=(height, width),
                 model=models[r[sel], g[sel]], light_dir=light_dir[sel], ambient=0.3,
-                diffuse=strength[r[sel], v[sel]], viewport=vp)
+                diffuse=strength[r[sel], v[sel]], viewport=viewport), r[sel]
 
-        if not apart:
-            return [(draw_list(slice(None), nviews * width, viewport[v]), r)]
-        return [(draw_list(v == k, width, viewport[0]), r[v == k]) for k in range(nviews)]
+        front_static = (v == 0) & me.static[g]
+        return [draw_list(front_static & ~reuse[r])] + [
+            draw_list((v == k) & ~front_static) for k in range(len(views))]
 
     def gl_renderer(self):
         """The OpenGL renderer (created on first use; RuntimeError without an OpenGL context)."""

@@ -146,6 +146,11 @@ class Scene:
         data.time = time
         self.start_state = np.zeros(self.nstate)
         mujoco.mj_getState(model, data, self.start_state, STATE_SPEC)
+        # Every geom's pose at the episode start (the renderer draws the parts that stay put,
+        # table and robot base, from these: envs/fetch_base.FetchMeshes.static).
+        mujoco.mj_kinematics(model, data)
+        self.start_geom_xpos = data.geom_xpos.copy()
+        self.start_geom_xmat = data.geom_xmat.copy()
         self.ngeom = model.ngeom
 
     def start_object(self) -> np.ndarray:
@@ -265,11 +270,19 @@ class CpuStepper:
         if self._pool is None or rows.size < 2 or nsub == 0 and rows.size < 16:
             self._rows(phys, rows, nsub, zero_fingers, out, unstable)
             return
-        parts = np.array_split(rows, self.threads)
-        futures = [self._pool.submit(self._rows, phys, p, nsub, zero_fingers, out, unstable)
-                   for p in parts if p.size]
-        for f in futures:
-            f.result()
+        # The threads, this one included, take the rows one at a time from one shared iterator
+        # (its next() is atomic under the GIL): rows whose contacts make them slower (0.35 to
+        # 0.9 ms) no longer leave one thread idle at the end of a fixed split.
+        shared = iter(rows.tolist())
+        futures = [self._pool.submit(self._rows, phys, shared, nsub, zero_fingers, out, unstable)
+                   for _ in range(min(self.threads, rows.size) - 1)]
+        try:
+            self._rows(phys, shared, nsub, zero_fingers, out, unstable)
+        finally:
+            errors = [f.exception() for f in futures]
+        for error in errors:
+            if error is not None:
+                raise error
 
 
 # ---------------------------------------------------------------------------------------------

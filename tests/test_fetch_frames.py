@@ -25,7 +25,7 @@ from visgym.render import camera as cam
 from visgym.render import raster3d, shapes3d
 
 KEY_ENV = "VISGYM_TEST_KEY"
-MOVES = ["move(0.6, -0.4, -0.5)", "move(-0.3, 0.5, 0.2)", "grip(-1)"]
+MOVES = ["('move', [0.6, -0.4, -0.5])", "('move', [-0.3, 0.5, 0.2])", "('gripper', 1)"]
 
 
 def _frames(env_id="fetch_pick_and_place/easy", batch=4, **kwargs):
@@ -35,6 +35,7 @@ def _frames(env_id="fetch_pick_and_place/easy", batch=4, **kwargs):
     shots = [env.frames.copy()]
     for action in MOVES:
         env.step([action] * batch)
+        assert env.state.moved.all(), action   # a valid action: the physics ran
         shots.append(env.frames.copy())
     return np.concatenate(shots)
 
@@ -185,8 +186,8 @@ def test_small_views_draw_coarser_meshes():
     def drawn(width):
         env = visgym.make("fetch_reach/easy", num_envs=2, width=width, height=width)
         env.reset(seeds=[0, 1])
-        draws, _ = env.family._draw_lists(env.state, np.arange(2))[0]
-        return int((draws.tri_stop - draws.tri_start).sum())
+        return sum(int((draws.tri_stop - draws.tri_start).sum())
+                   for draws, _ in env.family._draw_lists(env.state, np.arange(2)))
 
     assert drawn(168) < 0.85 * drawn(480)
 
@@ -270,4 +271,80 @@ def test_a_frame_does_not_depend_on_its_batch(antialias):
         if action is not None:
             alone.step([action])
             batch.step([action] * 9)
+            assert alone.state.moved.all() and batch.state.moved.all()
         np.testing.assert_array_equal(alone.frames[0], batch.frames[4])
+
+
+# ------------------------------------------------------------------------------ static parts
+
+def _without_layers(env):
+    """``env`` drawing every front view in full (no kept layers of its static parts)."""
+    env.work.layer_rows = 0
+    return env
+
+
+@pytest.mark.parametrize("size", [dict(width=168, height=168, antialias=2), dict()])
+def test_kept_front_layers_leave_the_frames_as_drawn_in_full(size, monkeypatch):
+    """Front views started from the kept layer of the table, floor and robot base (drawn once an
+    episode) equal views drawn in full, through steps and auto-resets; rows past the layers'
+    memory budget are drawn in full in the same batch."""
+    monkeypatch.setattr(fetch_base, "LAYER_BYTES", 3 * 336 * 336 * 7 if size else 3 * 480 * 480 * 7)
+    kw = dict(num_envs=4, max_steps=3, **size)
+    kept = visgym.make("fetch_pick_and_place/easy", **kw)
+    full = _without_layers(visgym.make("fetch_pick_and_place/easy", **kw))
+    assert kept.work.layer_rows == 3
+    reused = []
+    draw_task = kept.family._draw_task
+
+    def spy(frames, work, r0, r1, view, draws, layer=None):
+        if layer is not None:
+            reused.append(int(layer[1].sum()))
+        return draw_task(frames, work, r0, r1, view, draws, layer)
+
+    kept.family._draw_task = spy
+    rng = np.random.default_rng(3)
+    pool = MOVES + ["('move', [0.2, 0.2, 0.1])", "('gripper', 0)", "('stop', 'stop')"]
+    np.testing.assert_array_equal(kept.reset(seeds=range(4))[0], full.reset(seeds=range(4))[0])
+    for _ in range(7):
+        actions = [pool[k] for k in rng.integers(len(pool), size=4)]
+        np.testing.assert_array_equal(kept.step(actions)[0], full.step(actions)[0])
+    assert sum(reused) >= 10
+
+
+def test_the_robot_base_stays_at_its_start_pose():
+    """What the kept layers rely on: through moves, grasps and pushes the table and the robot's
+    base stay within STATIC_TOL of their start pose, so every step reuses the front layer."""
+    env = visgym.make("fetch_pick_and_place/easy", num_envs=8, autoreset="disabled",
+                      max_steps=None, width=64, height=64)
+    env.reset(seeds=range(8))
+    fam = env.family
+    names = {fam.scene.model.body(fam.scene.model.geom_bodyid[g]).name
+             for g in fam.meshes.geoms[fam.meshes.static[:-1]]}
+    assert {"world", "table0", "robot0:base_link"} <= names
+    assert not names & {"robot0:torso_lift_link", "robot0:head_pan_link", "object0"}
+    rng = np.random.default_rng(4)
+    for _ in range(12):
+        env.step([f"('move', [{x:.2f}, {y:.2f}, {z:.2f}])" for x, y, z in rng.uniform(-1, 1, (8, 3))])
+        assert fam._settled(env.state, np.arange(8)).all()
+
+
+def test_a_base_pushed_off_its_start_is_drawn_where_it_is():
+    """A robot base 3 cm from its start pose is drawn there, not from the start pose or the
+    kept layer."""
+    kw = dict(num_envs=2, width=120, height=120, autoreset="disabled", max_steps=None)
+    kept = visgym.make("fetch_pick_and_place/easy", **kw)
+    full = _without_layers(visgym.make("fetch_pick_and_place/easy", **kw))
+    for env in (kept, full):
+        env.reset(seeds=[0, 1])
+        env.step(["('move', [0.2, 0.0, 0.0])"] * 2)
+    before = kept.frames.copy()
+    m = kept.family.scene.model
+    slide = kept.family.scene.ofs_qpos + m.jnt_qposadr[m.joint("robot0:slide1").id]
+    for env in (kept, full):
+        env.state.phys[1, slide] += 0.03
+        env.family._kinematics(env.state, np.array([1]))
+        env.family.render_rows(env.state, env.frames, np.arange(2), env.work)
+    assert kept.family._settled(kept.state, np.arange(2)).tolist() == [True, False]
+    np.testing.assert_array_equal(kept.frames, full.frames)
+    np.testing.assert_array_equal(kept.frames[0], before[0])
+    assert (kept.frames[1] != before[1]).any(axis=-1).sum() > 100
