@@ -178,11 +178,11 @@ class BatchEnv:
             np.logical_and(self.truncated, self._scratch, out=self.truncated)
             if active is not None:
                 np.logical_and(self.truncated, active, out=self.truncated)
-        rows = np.flatnonzero(pending) if restart else None
         if restart:
+            rows = np.flatnonzero(pending)
             new_seeds = next_seeds(self.seeds[rows])
-        if restart and family.redraws_restarts:
-            family.reset_rows(self.state, rows, new_seeds)
+            if family.redraws_restarts:
+                family.reset_rows(self.state, rows, new_seeds)
         family.render_after_step(self.state, self.frames, self.work)
         if self._variable and family.frame_hw_in_step:
             self._track_sizes(self._all_rows, all_rows=False)

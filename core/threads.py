@@ -64,9 +64,14 @@ class ProcessThreadPool:
         if len(parts) < 2:
             fn(rows)
             return
-        futures = [self.submit(fn, rows[part]) for part in parts[:-1]]
+        self.run_all([lambda part=part: fn(rows[part]) for part in parts])
+
+    def run_all(self, calls) -> None:
+        """Each of ``calls`` (callables without arguments): the last on the calling thread, the
+        others on the workers; their exceptions propagate after every call has finished."""
+        futures = [self.submit(call) for call in calls[:-1]]
         try:
-            fn(rows[parts[-1]])
+            calls[-1]()
         finally:
             errors = [f.exception() for f in futures]
         for error in errors:

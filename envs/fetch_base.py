@@ -324,6 +324,9 @@ class FetchMeshes:
             return body in (0, base)
 
         self.static = np.array([stays(m.geom_bodyid[g]) for g in self.geoms] + [False])
+        self.static_geoms = self.geoms[self.static[:-1]]           # their scene geom ids
+        self.static_pose = (scene.start_geom_xpos[self.static_geoms],
+                            scene.start_geom_xmat[self.static_geoms])
         self.starts = np.ascontiguousarray(np.array(starts, np.int64).T)
         self.stops = np.ascontiguousarray(np.array(stops, np.int64).T)
         self.radius = np.array(self.radius)
@@ -387,8 +390,6 @@ class FetchBase(Family):
 
             self._mjx = MjxStepper(self.scene, impl=params.impl)
         self.meshes = FetchMeshes(self.scene)
-        fixed = self.meshes.geoms[self.meshes.static[:-1]]
-        self._static_pose = (self.scene.start_geom_xpos[fixed], self.scene.start_geom_xmat[fixed])
         self._kind = {name: self.grammar.index(name) if name in self.grammar.names else -1
                       for name in ("move", "gripper")}
         self._render_pool = ProcessThreadPool(os.cpu_count() or 1, "visgym-fetch-render")
@@ -769,10 +770,11 @@ class FetchBase(Family):
 
     def _settled(self, state, rows):
         """bool over ``rows``: every static part is within STATIC_TOL of its start pose."""
-        fixed = self.meshes.geoms[self.meshes.static[:-1]]
-        pos, mat = self._static_pose
-        moved = np.abs(state.geom_xpos[rows][:, fixed] - pos).max(axis=(1, 2))
-        turned = np.abs(state.geom_xmat[rows][:, fixed] - mat).max(axis=(1, 2))
+        rows = np.asarray(rows, np.int64)
+        fixed = self.meshes.static_geoms[None]
+        pos, mat = self.meshes.static_pose
+        moved = np.abs(state.geom_xpos[rows[:, None], fixed] - pos).max(axis=(1, 2))
+        turned = np.abs(state.geom_xmat[rows[:, None], fixed] - mat).max(axis=(1, 2))
         return (moved <= STATIC_TOL) & (turned <= STATIC_TOL)
 
     def _draw_lists(self, state, rows, settled=None, reuse=None):
@@ -800,7 +802,7 @@ class FetchBase(Family):
         models[:, ng, :3, 3] = state.goal[rows]
         models[:, :, 3, 3] = 1.0
         if settled.any():
-            pos, mat = self._static_pose
+            pos, mat = me.static_pose
             at = np.flatnonzero(settled)[:, None]
             fixed = np.flatnonzero(me.static)
             models[at, fixed, :3, :3] = mat.reshape(-1, 3, 3)

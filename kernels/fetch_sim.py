@@ -216,6 +216,7 @@ class CpuStepper:
         return d
 
     def _rows(self, phys, rows, nsub, zero_fingers, out, unstable):
+        """run() for the row indices ``rows`` yields (an iterator other threads may share)."""
         sc = self.scene
         m = sc.model
         d = self._data()
@@ -274,15 +275,8 @@ class CpuStepper:
         # (its next() is atomic under the GIL): rows whose contacts make them slower (0.35 to
         # 0.9 ms) no longer leave one thread idle at the end of a fixed split.
         shared = iter(rows.tolist())
-        futures = [self._pool.submit(self._rows, phys, shared, nsub, zero_fingers, out, unstable)
-                   for _ in range(min(self.threads, rows.size) - 1)]
-        try:
-            self._rows(phys, shared, nsub, zero_fingers, out, unstable)
-        finally:
-            errors = [f.exception() for f in futures]
-        for error in errors:
-            if error is not None:
-                raise error
+        work = lambda: self._rows(phys, shared, nsub, zero_fingers, out, unstable)  # noqa: E731
+        self._pool.run_all([work] * min(self.threads, rows.size))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -319,7 +319,7 @@ def test_the_robot_base_stays_at_its_start_pose():
     env.reset(seeds=range(8))
     fam = env.family
     names = {fam.scene.model.body(fam.scene.model.geom_bodyid[g]).name
-             for g in fam.meshes.geoms[fam.meshes.static[:-1]]}
+             for g in fam.meshes.static_geoms}
     assert {"world", "table0", "robot0:base_link"} <= names
     assert not names & {"robot0:torso_lift_link", "robot0:head_pan_link", "object0"}
     rng = np.random.default_rng(4)
