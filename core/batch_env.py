@@ -66,6 +66,8 @@ class BatchEnv:
         self.max_steps = None if max_steps is None else int(max_steps)
         self.autoreset = autoreset
         self.grammar = family.grammar
+        # This env's own parse cache: envs never share mutable parse state (DESIGN "Threads").
+        self.parser = family.grammar.new_parser()
         batch = self.num_envs
         height, width = family.frame_shape
         _check_frame_memory(batch, height, width)
@@ -155,7 +157,7 @@ class BatchEnv:
             if active.dtype != np.bool_ or active.shape != (self.num_envs,):
                 raise ValueError(f"active: expected a bool array of shape ({self.num_envs},)")
         family = self.family
-        self.grammar.parse(actions, self._actions)
+        self.parser.parse(actions, self._actions)
         # Episodes that ended on their previous step start over (next-step auto-reset): their
         # action is ignored, so they are not stepped either.
         pending = self._done if active is None else self._done & active

@@ -5,22 +5,26 @@ payload kinds below describe what a valid argument is (an int in a range, a fixe
 an integer array of any shape, a permutation, a number cast to int32, the stop token). A payload kind has ``width`` (ints/floats slots it fills),
 ``convert(payload, ints, floats) -> bool`` (validate a parsed Python value and write it into the
 row) and ``sample(rng) -> value`` (a uniformly random valid payload, for random agents and
-gymnasium action spaces). ``Grammar.parse`` turns a batch of model strings such as
+gymnasium action spaces). A ``Parser`` of the grammar turns a batch of model strings such as
 ``"('move', 2)"`` into an ``ActionBatch`` of fixed-shape arrays plus an error code and a
 feedback message per episode. It implements the reference's env-side pipeline (spec/api.md 5.2):
 literal parse -> 2-tuple check -> name lookup -> payload check, with the reference's feedback
 templates, but through the bounded literal parser in ``core.literal`` (no ``eval``), and it never
 raises for any ``str``.
 
-Parsing is the only per-string Python work in a step, so each distinct string is parsed once and
-stored in a vocabulary table (id -> kind, ints, floats, error); a batch then costs one dict
-lookup per string and a few ``np.take`` gathers into preallocated buffers.
+A ``Grammar`` is immutable and shared (a family's class attribute); the mutable parse cache is a
+``Parser``, one per BatchEnv (DESIGN.md "The contract": envs never share mutable parse state, so
+they can be stepped from different threads). Parsing is the only per-string Python work in a
+step, so a parser parses each distinct string once and stores it in a vocabulary table (id ->
+kind, ints, floats, error); a batch then costs one dict lookup per string and a few ``np.take``
+gathers into preallocated buffers.
 """
 from __future__ import annotations
 
 import math
 import struct
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Sequence
 
 import numpy as np
@@ -477,7 +481,11 @@ class ActionBatch:
 
 
 class Grammar:
-    """The actions of one family and the parser that maps model strings onto them."""
+    """The actions of one family: names, payload kinds, the payload width and the one-string
+    parse. Immutable once built, so one grammar is safely shared by every env of a family and
+    every thread; the per-env parse cache lives in a ``Parser`` (``new_parser``)."""
+
+    __slots__ = ("actions", "names", "width", "stop_kind", "_index")
 
     def __init__(self, actions: Sequence[ActionSpec]):
         if not actions:
@@ -485,25 +493,23 @@ class Grammar:
         names = [a.name for a in actions]
         if len(set(names)) != len(names):
             raise ValueError(f"actions: duplicate action names in {names}")
-        self.actions = tuple(actions)
-        self.names = tuple(names)
-        self._index = {name: k for k, name in enumerate(names)}
-        self.width = max([1] + [int(a.payload.width) for a in actions])
-        # Vocabulary of strings seen so far: text -> row of the tables below.
-        self._vocab: dict[str | None, int] = {}
-        self._messages: list[str] = []
-        self._kind = np.zeros(64, np.int32)
-        self._ints = np.zeros((64, self.width), np.int32)
-        self._floats = np.zeros((64, self.width), np.float64)
-        self._error = np.zeros(64, np.int32)
-        # The step template's masks per vocabulary row: a valid non-stop action, a valid stop.
-        self.stop_kind = self._index.get(STOP.name, -2)
-        self._move = np.zeros(64, np.bool_)
-        self._stop = np.zeros(64, np.bool_)
-        self._ids = np.zeros(0, np.int64)
+        init = object.__setattr__
+        init(self, "actions", tuple(actions))
+        init(self, "names", tuple(names))
+        init(self, "_index", MappingProxyType({name: k for k, name in enumerate(names)}))
+        init(self, "width", max([1] + [int(a.payload.width) for a in actions]))
+        # The step template's stop action (-2: the grammar has none).
+        init(self, "stop_kind", self._index.get(STOP.name, -2))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Grammar is immutable (cannot set {name!r}); each BatchEnv keeps "
+                             "its parse cache in its own Parser")
 
     def index(self, name: str) -> int:
         return self._index[name]
+
+    def __repr__(self) -> str:
+        return f"Grammar({', '.join(self.names)})"
 
     # -- single strings -------------------------------------------------------------------
     def parse_one(self, text) -> tuple[int, np.ndarray, np.ndarray, int, str]:
@@ -537,8 +543,46 @@ class Grammar:
         return kind, ints, floats, OK, ""
 
     # -- batches --------------------------------------------------------------------------
+    def new_parser(self) -> "Parser":
+        """A parser of this grammar with its own cache (one per BatchEnv)."""
+        return Parser(self)
+
+    def parse_list(self, texts: Sequence[str]) -> ActionBatch:
+        """Convenience: parse into a freshly allocated batch with a fresh parser (a hot loop
+        keeps one ``Parser`` and one ``ActionBatch`` instead)."""
+        return Parser(self).parse(texts, ActionBatch.empty(len(texts), self.width))
+
+    def format_action(self, name: str, payload) -> str:
+        """The canonical action string, as the reference's solvers write it."""
+        return f"({name!r}, {payload!r})"
+
+
+class Parser:
+    """Parses batches of model strings for one grammar, remembering each distinct string.
+
+    It holds the mutable part of parsing: the vocabulary (text -> row of the tables), the
+    tables of parsed rows (kind, payload, error, the step template's masks, the message) and a
+    gather scratch. Each BatchEnv owns one, so envs never share parse state and may be stepped
+    from different threads; one parser must not be used by two threads at once (nor is the
+    BatchEnv that owns it)."""
+
+    def __init__(self, grammar: Grammar):
+        self.grammar = grammar
+        width = grammar.width
+        self._vocab: dict[str | None, int] = {}
+        self._messages: list[str] = []
+        self._kind = np.zeros(64, np.int32)
+        self._ints = np.zeros((64, width), np.int32)
+        self._floats = np.zeros((64, width), np.float64)
+        self._error = np.zeros(64, np.int32)
+        # The step template's masks per vocabulary row: a valid non-stop action, a valid stop.
+        self._move = np.zeros(64, np.bool_)
+        self._stop = np.zeros(64, np.bool_)
+        self._ids = np.zeros(0, np.int64)
+
     def _intern(self, text: str) -> int:
-        kind, ints, floats, error, message = self.parse_one(text)
+        grammar = self.grammar
+        kind, ints, floats, error, message = grammar.parse_one(text)
         row = len(self._messages)
         if row >= self._kind.shape[0]:
             grow = self._kind.shape[0] * 2
@@ -546,22 +590,22 @@ class Grammar:
             self._error = np.resize(self._error, grow)
             self._move = np.resize(self._move, grow)
             self._stop = np.resize(self._stop, grow)
-            self._ints = np.resize(self._ints, (grow, self.width))
-            self._floats = np.resize(self._floats, (grow, self.width))
+            self._ints = np.resize(self._ints, (grow, grammar.width))
+            self._floats = np.resize(self._floats, (grow, grammar.width))
         self._kind[row] = kind
         self._ints[row] = ints
         self._floats[row] = floats
         self._error[row] = error
-        self._stop[row] = error == OK and kind == self.stop_kind
-        self._move[row] = error == OK and kind != self.stop_kind
+        self._stop[row] = error == OK and kind == grammar.stop_kind
+        self._move[row] = error == OK and kind != grammar.stop_kind
         self._messages.append(message)
         if text is None or (isinstance(text, str) and len(text) <= _CACHE_MAX_TEXT):
             self._vocab[text] = row   # None: the filler of rows that are not stepped
         return row
 
-    def _reset_vocab(self) -> None:
-        self._vocab.clear()
-        self._messages.clear()
+    def __len__(self) -> int:
+        """Rows in the vocabulary table (bounded: the table starts over past a limit)."""
+        return len(self._messages)
 
     def parse(self, texts: Sequence[str], out: ActionBatch) -> ActionBatch:
         """Parse B strings into ``out`` (preallocated, see ActionBatch.empty); never raises."""
@@ -569,7 +613,8 @@ class Grammar:
         if len(texts) != batch:
             raise ValueError(f"actions: expected {batch} action strings, got {len(texts)}")
         if len(self._messages) > _CACHE_MAX_ENTRIES:
-            self._reset_vocab()
+            self._vocab.clear()
+            self._messages.clear()
         vocab = self._vocab
         ids = [vocab.get(t) if type(t) is str or t is None else None for t in texts]
         if None in ids:
@@ -598,14 +643,6 @@ class Grammar:
         # Strings too long to remember still take a table row; the table is bounded by the
         # reset above, so a stream of long replies cannot grow it without limit.
         return out
-
-    def parse_list(self, texts: Sequence[str]) -> ActionBatch:
-        """Convenience: parse into a freshly allocated batch."""
-        return self.parse(texts, ActionBatch.empty(len(texts), self.width))
-
-    def format_action(self, name: str, payload) -> str:
-        """The canonical action string, as the reference's solvers write it."""
-        return f"({name!r}, {payload!r})"
 
 
 def _safe_repr_source(value) -> str:

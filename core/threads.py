@@ -93,9 +93,27 @@ class ProcessThreadPool:
         self._lock = threading.Lock()
 
 
-#: Threads that draw frames, shared by every family (the drawing kernels release the GIL; a
-#: batch is split with ``run_parts`` into one contiguous run of episodes per core).
+#: The package's one pool of worker threads, shared by every family and env: frames are drawn
+#: on it (the drawing kernels release the GIL; a batch is split with ``run_parts`` into one
+#: contiguous run of episodes per core) and Fetch's MuJoCo rows are stepped on it, so envs
+#: stepped at once from several threads queue their work instead of running more threads than
+#: there are cores. Work submitted to it must not wait on other work of the pool.
 FRAME_POOL = ProcessThreadPool(os.cpu_count() or 1, "visgym-frames")
+
+_LOCAL = threading.local()
+
+
+def thread_buffer(name: str, nbytes: int) -> np.ndarray:
+    """The calling thread's scratch buffer ``name``: flat uint8 of at least ``nbytes`` (grown
+    when a call needs more, never shrunk). Per thread, so drawing code may use it on the pool's
+    threads and the caller's at once; it lives as long as the thread."""
+    buffers = getattr(_LOCAL, "buffers", None)
+    if buffers is None:
+        buffers = _LOCAL.buffers = {}
+    buf = buffers.get(name)
+    if buf is None or buf.shape[0] < nbytes:
+        buf = buffers[name] = np.empty(int(nbytes), np.uint8)
+    return buf
 
 #: A draw that writes less than this many bytes stays on the calling thread.
 THREAD_BYTES = 1 << 20

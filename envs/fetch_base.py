@@ -53,7 +53,6 @@ Deviations from the reference, on purpose, shared by both families:
 from __future__ import annotations
 
 import math
-import os
 import threading
 from abc import abstractmethod
 from dataclasses import dataclass
@@ -61,9 +60,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..core import threads as core_threads
+from ..core.cache import BoundedCache
 from ..core.family import FAMILY_BASE, Family, copy_state
 from ..core.grammar import IGNORED, OK, STOP_ACTION, ActionBatch, ActionSpec, FloatVector
-from ..core.threads import ProcessThreadPool
 from ..core.validate import boolean, describe, integer, mapping, one_of, real, real_array, reals
 from ..kernels import fetch_sim as sim
 from ..render import camera as cam
@@ -343,7 +343,7 @@ def _payload_text(units: int) -> str:
     return str(units // grid) if units % grid == 0 else repr(units / grid)
 
 
-_ACTION_TEXT: dict = {}
+_ACTION_TEXT = BoundedCache("Fetch oracle action strings", max_items=1 << 16)
 
 
 def action_string(code: int, units) -> str:
@@ -357,7 +357,7 @@ def action_string(code: int, units) -> str:
         else:
             text = {sim.OPEN: "('gripper', 0)", sim.CLOSE: "('gripper', 1)",
                     sim.STOP: STOP_ACTION}[int(code)]
-        _ACTION_TEXT[key] = text
+        text = _ACTION_TEXT.put(key, text)
     return text
 
 
@@ -392,8 +392,8 @@ class FetchBase(Family):
         self.meshes = FetchMeshes(self.scene)
         self._kind = {name: self.grammar.index(name) if name in self.grammar.names else -1
                       for name in ("move", "gripper")}
-        self._render_pool = ProcessThreadPool(os.cpu_count() or 1, "visgym-fetch-render")
-        self._gl = None
+        # The optional OpenGL renderer, created on first use (fetch_gl).
+        self._gl = BoundedCache(f"{self.name} OpenGL renderer", max_items=1)
 
     # -- shapes -------------------------------------------------------------------------
     @property
@@ -717,11 +717,13 @@ class FetchBase(Family):
                     layer = (part(static, static_row, start, k), reuse[start:k], keep[start:k])
                 tasks.append((int(rows[start]), int(rows[k - 1]) + 1, view,
                               part(draws, draw_row, start, k), layer))
-        threads = os.cpu_count() or 1
         try:
-            if threads > 1 and len(tasks) > 1:
-                list(self._render_pool.map(lambda task: self._draw_task(frames, work, *task),
-                                           tasks))
+            if core_threads.FRAME_POOL.workers > 1 and len(tasks) > 1:
+                # The one shared pool of drawing threads: envs drawn at once (two Fetch tasks
+                # of a mixed batch) queue their tasks instead of running more threads than
+                # there are cores.
+                list(core_threads.FRAME_POOL.map(
+                    lambda task: self._draw_task(frames, work, *task), tasks))
             else:
                 for task in tasks:
                     self._draw_task(frames, work, *task)
@@ -855,9 +857,8 @@ class FetchBase(Family):
         """The OpenGL renderer (created on first use; RuntimeError without an OpenGL context)."""
         from .fetch_gl import GlRenderer
 
-        if self._gl is None:
-            self._gl = GlRenderer(self.scene, self.params.width, self.params.height)
-        return self._gl
+        return self._gl.get_or_build(None, lambda: GlRenderer(self.scene, self.params.width,
+                                                              self.params.height))
 
     def gl_cameras(self, state, b: int) -> list:
         return [tuple(np.asarray(x)[0] for x in camera)

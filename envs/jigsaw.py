@@ -14,9 +14,10 @@ prompt, and the reorder / swap solvers with (swap, same swap) padding. Dynamics 
 kernels of kernels/jigsaw.py; drawing is render/grid.py (Cython, on both cores).
 
 Frames: each episode's frame has its picture's own size (``frame_hw``); the capacity is
-``max_image_height x max_image_width`` plus the borders. Decoded pictures are packed into one flat
-atlas per family instance (only the pictures that episodes use, dropped and re-read if it grows past
-``ATLAS_BYTES``); a reset paints the whole frame, a step repaints only the cells whose piece changed
+``max_image_height x max_image_width`` plus the borders. Pictures fitted to that size are kept in
+the family's locked cache (core/cache.py) and packed into one flat atlas per BatchEnv (its
+workspace: only the pictures its episodes use, dropped and re-packed past ``ATLAS_BYTES``); a
+reset paints the whole frame, a step repaints only the cells whose piece changed
 (grown by the one pixel an unequal piece can spill over), so it equals a full redraw.
 
 Deviations from the reference, on purpose:
@@ -60,12 +61,14 @@ Deviations from the reference, on purpose:
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
+from ..core.cache import BoundedCache
 from ..core.family import Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntArray, Permutation
 from ..core.validate import describe, integer, integers, mapping
@@ -79,7 +82,8 @@ MAX_GRID = 16
 MAX_BORDER = 32
 DEFAULT_MAX_IMAGE = 640     # a 16:9 photo at the reference photos' 336-px shorter side fits
 MAX_IMAGE = 4096
-ATLAS_BYTES = 512 << 20     # decoded pictures kept per family instance before the atlas restarts
+ATLAS_BYTES = 512 << 20     # pictures packed per BatchEnv before its atlas starts over
+FITTED_BYTES = 256 << 20    # fitted pictures kept per family instance (shared by its envs)
 INIT_FIELDS = ("image_name", "current_state", "target_state")
 
 
@@ -129,8 +133,9 @@ class JigsawState(NamedTuple):
 
 
 # --------------------------------------------------------------------------- grammar and prompt
+@functools.lru_cache(maxsize=64)
 def _grammar(rows: int, cols: int) -> Grammar:
-    # One per family instance: a grammar's parse buffers are not shared between envs.
+    # The grammar of a grid (immutable and shared; each env parses with its own Parser).
     return Grammar([
         ActionSpec("swap", IntArray((2, 2), (rows, cols))),
         ActionSpec("reorder", Permutation(rows * cols, list_only=True)),
@@ -184,34 +189,22 @@ def fit_picture(image: np.ndarray, max_h: int, max_w: int) -> np.ndarray:
 
 
 class PictureAtlas:
-    """The pictures episodes show, decoded once and packed into one flat uint8 buffer that the
-    drawing kernels read: picture ``k`` of the source sits at ``buffer[slot_off[slot_of[k]]:]``
-    as rows of ``width * 3`` bytes. Slots are filled on demand; past ``byte_cap`` the atlas
-    starts over with only the pictures a call needs (the State holds source ids, so this
-    changes no episode)."""
+    """The pictures a BatchEnv's episodes show, packed into one flat uint8 buffer that the
+    drawing kernels read: picture ``k`` sits at ``buffer[slot_off[slot_of[k]]:]`` as rows of
+    ``width * 3`` bytes. It is render scratch of one BatchEnv (its workspace): slots are filled
+    on demand from ``picture(k)`` (the family's shared, locked cache of fitted pictures); past
+    ``byte_cap`` the atlas starts over with only the pictures a call needs (the State holds
+    source ids, so this changes no episode)."""
 
-    def __init__(self, source, max_h: int, max_w: int, byte_cap: int = ATLAS_BYTES):
-        self.source = source
-        self.max_h = max_h
-        self.max_w = max_w
+    def __init__(self, picture, count: int, byte_cap: int = ATLAS_BYTES):
+        self.picture = picture
         self.byte_cap = byte_cap
-        self.slot_of = np.full(len(source), -1, np.int64)
+        self.slot_of = np.full(count, -1, np.int64)
         self.slot_off = np.zeros(64, np.int64)
         self.buffer = np.zeros(1 << 16, np.uint8)
         self.used = 0
         self.count = 0
         self.restarts = 0
-        self._dims: dict[int, tuple[int, int]] = {}
-
-    def picture(self, image_id: int) -> np.ndarray:
-        """Picture ``image_id`` as shown (read-only (h, w, 3) uint8)."""
-        return fit_picture(self.source.array(image_id), self.max_h, self.max_w)
-
-    def dims(self, image_id: int) -> tuple[int, int]:
-        """(height, width) of picture ``image_id`` as shown; loads it."""
-        if image_id not in self._dims:
-            self.ensure([image_id])
-        return self._dims[image_id]
 
     def ensure(self, image_ids) -> None:
         """Every picture of ``image_ids`` has a slot (decoding raises ImageFileError naming the
@@ -220,12 +213,12 @@ class PictureAtlas:
         missing = [k for k in wanted if self.slot_of[k] < 0]
         if not missing:
             return
-        pictures = {k: np.ascontiguousarray(self.picture(k)) for k in missing}
+        pictures = {k: self.picture(k) for k in missing}
         need = sum(p.nbytes for p in pictures.values())
         if self.used + need > self.byte_cap and self.count:
             # Start over with what this call needs (the rest is read again when next drawn).
             keep = [k for k in wanted if self.slot_of[k] >= 0]
-            pictures.update({k: np.ascontiguousarray(self.picture(k)) for k in keep})
+            pictures.update({k: self.picture(k) for k in keep})
             self.slot_of[:] = -1
             self.used = 0
             self.count = 0
@@ -245,9 +238,14 @@ class PictureAtlas:
         self.buffer[self.used:self.used + size] = picture.reshape(-1)
         self.slot_off[self.count] = self.used
         self.slot_of[image_id] = self.count
-        self._dims[image_id] = (int(picture.shape[0]), int(picture.shape[1]))
         self.used += size
         self.count += 1
+
+
+class JigsawWorkspace(NamedTuple):
+    rows: np.ndarray        # int64[B] rows to redraw after a step
+    scratch: np.ndarray     # int64[B] the pictures a draw still needs
+    atlas: PictureAtlas
 
 
 # --------------------------------------------------------------------------- the family
@@ -274,8 +272,8 @@ class Jigsaw(Family):
                                        bundle_task=BUNDLE_TASK)
         except ValueError as error:
             raise ValueError(f"sample_dir: {_bounded(error)}") from None
-        self.pictures = PictureAtlas(self.source, params.max_image_height,
-                                     params.max_image_width)
+        # Pictures as shown (fitted into the maximum size), shared by this instance's envs.
+        self._fitted = BoundedCache("jigsaw fitted pictures", max_bytes=FITTED_BYTES)
         self._prompt = _prompt(params.num_rows, params.num_cols)
         self._identity = np.arange(self.n, dtype=np.int32)
 
@@ -300,9 +298,31 @@ class Jigsaw(Family):
             changed=np.zeros((batch, self.n), np.bool_),
         )
 
-    def new_workspace(self, batch: int):
-        # Rows to redraw after a step, and the pictures a draw still needs.
-        return np.empty(batch, np.int64), np.empty(batch, np.int64)
+    def new_workspace(self, batch: int) -> JigsawWorkspace:
+        return JigsawWorkspace(np.empty(batch, np.int64), np.empty(batch, np.int64),
+                               PictureAtlas(self.picture, len(self.source)))
+
+    def _work(self, work, batch: int) -> JigsawWorkspace:
+        if work is None or work.rows.shape[0] < batch:
+            return self.new_workspace(batch)
+        return work
+
+    def picture(self, image_id: int) -> np.ndarray:
+        """Picture ``image_id`` as shown: fitted into the maximum size, read-only, contiguous
+        (decoding raises ImageFileError naming the file)."""
+        def fit():
+            shown = np.ascontiguousarray(fit_picture(self.source.array(image_id),
+                                                     self.params.max_image_height,
+                                                     self.params.max_image_width))
+            shown.setflags(write=False)
+            return shown
+
+        return self._fitted.get_or_build(int(image_id), fit)
+
+    def dims(self, image_id: int) -> tuple[int, int]:
+        """(height, width) of picture ``image_id`` as shown."""
+        h, w = self.picture(image_id).shape[:2]
+        return int(h), int(w)
 
     # -- episodes -------------------------------------------------------------------------
     def target_for_seed(self, seed: int) -> list[int]:
@@ -320,12 +340,12 @@ class Jigsaw(Family):
         rows = np.asarray(rows, dtype=np.int64)
         seeds = [int(s) for s in np.asarray(seeds, dtype=np.uint64).tolist()]
         ids = [self.source.pick_id(s) for s in seeds]
-        self.pictures.ensure(ids)   # decode first: an unreadable file changes nothing
+        sizes = [self.dims(k) for k in ids]   # decode first: an unreadable file changes nothing
         targets = np.array([self.target_for_seed(s) for s in seeds], np.int32).reshape(-1, self.n)
         state.target[rows] = targets
         state.current[rows] = self._identity
         state.image_id[rows] = ids
-        state.image_hw[rows] = [self.pictures.dims(k) for k in ids] if ids else np.zeros((0, 2))
+        state.image_hw[rows] = sizes if ids else np.zeros((0, 2))
         state.changed[rows] = False
 
     def _permutation(self, field: str, value) -> list[int]:
@@ -354,17 +374,19 @@ class Jigsaw(Family):
     def load_rows(self, state, rows, init_states) -> None:
         parsed = [self._parse_init(init, f"init_states[{k}]")
                   for k, init in enumerate(init_states)]
+        sizes = []
         for k, (image_id, _, _) in enumerate(parsed):
             try:
-                self.pictures.ensure([image_id])
+                sizes.append(self.dims(image_id))
             except ImageFileError as error:
                 raise ValueError(f"init_states[{k}].image_name: {_bounded(error)}") from None
         # Everything is valid: only now write.
-        for b, (image_id, current, target) in zip(np.asarray(rows).tolist(), parsed):
+        for b, (image_id, current, target), size in zip(np.asarray(rows).tolist(), parsed,
+                                                        sizes):
             state.current[b] = current
             state.target[b] = target
             state.image_id[b] = image_id
-            state.image_hw[b] = self.pictures.dims(image_id)
+            state.image_hw[b] = size
             state.changed[b] = False
 
     def to_init_state(self, state, i: int) -> dict:
@@ -393,14 +415,12 @@ class Jigsaw(Family):
         return state
 
     # -- pixels -----------------------------------------------------------------------------
-    def _need_pictures(self, state, rows, scratch) -> None:
-        count = missing_pictures(self.pictures.slot_of, state.image_id, rows, scratch)
+    def _draw(self, state, frames, rows, work: JigsawWorkspace, changed=None) -> None:
+        atlas = work.atlas
+        count = missing_pictures(atlas.slot_of, state.image_id, rows, work.scratch)
         if count:
             # Everything these rows show (an atlas restart keeps exactly that).
-            self.pictures.ensure(state.image_id[rows])
-
-    def _draw(self, state, frames, rows, changed=None) -> None:
-        atlas = self.pictures
+            atlas.ensure(state.image_id[rows])
         draw_grid(frames, atlas.buffer, atlas.slot_off, atlas.slot_of, state.image_id,
                   state.image_hw, state.current, state.target, self.rows_n, self.cols_n,
                   self.border, rows, changed)
@@ -412,19 +432,14 @@ class Jigsaw(Family):
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         if rows.shape[0] == 0:
             return
-        self._need_pictures(state, rows, np.empty(rows.shape[0], np.int64))
-        self._draw(state, frames, rows)
+        self._draw(state, frames, rows, self._work(work, frames.shape[0]))
 
     def render_after_step(self, state, frames, work) -> None:
-        if work is None or work[0].shape[0] < frames.shape[0]:
-            work = self.new_workspace(frames.shape[0])
-        rows_buf, scratch = work
-        count = changed_rows(state.changed, rows_buf)
+        work = self._work(work, frames.shape[0])
+        count = changed_rows(state.changed, work.rows)
         if count == 0:
             return
-        rows = rows_buf[:count]
-        self._need_pictures(state, rows, scratch)
-        self._draw(state, frames, rows, state.changed)
+        self._draw(state, frames, work.rows[:count], work, state.changed)
 
     def prompt(self, state, i: int, text_mode: bool = False) -> str:
         return self._prompt

@@ -70,6 +70,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..core.cache import BoundedCache
 from ..core.family import Family
 from ..core.grammar import (STOP, STOP_ACTION, ActionSpec, FloatVector, Grammar, _as_number,
                             _to_float32)
@@ -288,7 +289,8 @@ class MentalRotation3DObjaverse(Family):
         except meshes.MeshSourceError as exc:
             where = "sample_dir" if params.sample_dir else f"${meshes.ENV_VAR} or the bundle"
             raise meshes.MeshSourceError(f"{where}: {exc}") from None
-        self._meshes: dict[int, meshes.Mesh] = {}   # code -> mesh, bounded (MESH_TABLE)
+        self._meshes = BoundedCache("mental_rotation_3d_objaverse meshes by code",
+                                    max_items=MESH_TABLE)
         s = self.S
         self.proj = camera.pinhole(s / (2 * TAN_X), s / (2 * TAN_Y), s / 2, s / 2, s, s, NEAR, FAR)
 
@@ -309,12 +311,7 @@ class MentalRotation3DObjaverse(Family):
     def _mesh(self, code: int) -> meshes.Mesh:
         """The mesh of an object code, loading it (errors name the file)."""
         code = int(code)
-        mesh = self._meshes.get(code)
-        if mesh is None:
-            if len(self._meshes) >= MESH_TABLE:
-                self._meshes.clear()
-            mesh = self._meshes[code] = self.source.load(self._name(code))
-        return mesh
+        return self._meshes.get_or_build(code, lambda: self.source.load(self._name(code)))
 
     def _object(self, name: str) -> int:
         code = self._code(name)

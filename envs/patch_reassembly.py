@@ -56,7 +56,6 @@ Deviations from the reference, on purpose:
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -181,8 +180,12 @@ class PatchReassemblyParams:
     def __post_init__(self):
         rows, cols = integers("grid_size", self.grid_size, 2, 1, MAX_SIDE)
         object.__setattr__(self, "grid_size", (rows, cols))
-        object.__setattr__(self, "num_patches", integer(
-            "num_patches", self.num_patches, 1, min(rows * cols, MAX_PATCHES)))
+        patches = integer("num_patches", self.num_patches, 1, MAX_PATCHES)
+        if patches > rows * cols:
+            # Either keyword may be the one to change: the message names both.
+            raise ValueError(f"num_patches: {patches} patches do not fit a grid_size of "
+                             f"{rows}x{cols} ({rows * cols} cells)")
+        object.__setattr__(self, "num_patches", patches)
 
 
 class PatchReassemblyState(NamedTuple):
@@ -298,7 +301,7 @@ class PatchReassembly(Family):
         n = params.num_patches
         self.rows, self.cols, self.n_patches = rows, cols, n
         place, remove = PlacePayload(n, rows, cols), RemovePayload(n)
-        # One grammar per instance: its parse buffers are not shared between envs.
+        # The grammar of this grid and patch count (its bounds come from the params).
         self.grammar = Grammar([ActionSpec("place", place), ActionSpec("remove", remove), STOP])
         super().__init__(params)
         self.place_kind = self.grammar.index("place")
@@ -315,7 +318,6 @@ class PatchReassembly(Family):
         self.label_masks, self.label_oy, self.label_ox = _label_masks(max(rows, cols, n))
         min_r, min_c, max_r, max_c = _capacity_extent(rows, cols, n)
         self.capacity = ((max_r - min_r + 3) * CELL_PX, (max_c - min_c + 3) * CELL_PX)
-        self._scratches: dict[int, np.ndarray] = {}   # per drawing thread
 
     @property
     def frame_shape(self) -> tuple[int, int]:
@@ -532,13 +534,9 @@ class PatchReassembly(Family):
         threads.FRAME_POOL.run_parts(draw_part, rows, weights, threads.THREAD_BYTES)
 
     def _scratch(self) -> np.ndarray:
-        """The calling thread's scratch frame (flat, the frame capacity's bytes)."""
-        key = threading.get_ident()
-        buf = self._scratches.get(key)
-        if buf is None:
-            height, width = self.frame_shape
-            buf = self._scratches[key] = np.empty(height * width * 3, np.uint8)
-        return buf
+        """The calling thread's scratch frame (flat, at least the frame capacity's bytes)."""
+        height, width = self.frame_shape
+        return threads.thread_buffer("patch_reassembly.frame", height * width * 3)
 
     def render_after_step(self, state, frames, work) -> None:
         work = self._work(work, frames.shape[0])

@@ -79,14 +79,15 @@ tiles whatever their aspect ratio; the prompt's reorder example has 4 entries ev
 """
 from __future__ import annotations
 
+import functools
 import os
-import threading
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from ..core import threads
+from ..core.cache import BoundedCache
 from ..core.family import Family
 from ..core.grammar import STOP, ActionSpec, Grammar, IntArray, Permutation
 from ..core.validate import boolean, describe, integer, is_integer, mapping, one_of, real, reals
@@ -305,18 +306,22 @@ def _prompt(n: int) -> str:
     )
 
 
-_GRAMMARS: dict = {}
-
-
+@functools.lru_cache(maxsize=None)   # a few sizes: num_zoom_views is bounded
 def _grammar(n: int) -> Grammar:
-    """One grammar (and so one parse cache) per number of views."""
-    if n not in _GRAMMARS:
-        _GRAMMARS[n] = Grammar([
-            ActionSpec("swap", IntArray((2,), n, start=1)),
-            ActionSpec("reorder", Permutation(n, start=1, list_only=True)),
-            STOP,
-        ])
-    return _GRAMMARS[n]
+    """The grammar of a number of views (immutable: shared by every env of that size)."""
+    return Grammar([
+        ActionSpec("swap", IntArray((2,), n, start=1)),
+        ActionSpec("reorder", Permutation(n, start=1, list_only=True)),
+        STOP,
+    ])
+
+
+def _whole_tile(image: np.ndarray) -> np.ndarray:
+    """Slot 0: the whole photo resampled to a tile (read-only, shared)."""
+    whole = np.empty((TILE_PX, TILE_PX, 3), np.uint8)
+    resample_tile(image, (0, 0, image.shape[1], image.shape[0]), whole)
+    whole.setflags(write=False)
+    return whole
 
 
 # --------------------------------------------------------------------------- the family
@@ -347,8 +352,9 @@ class ZoomInPuzzle(Family):
             raise ValueError(f"sample_dir: {text_[:300]}") from None
         labels, self.label_w = _label_patches(n)
         self.labels = np.ascontiguousarray(labels.reshape(n, LABEL_BOX_H, -1))
-        self._whole: dict[int, np.ndarray] = {}   # image id -> its slot-0 tile
-        self._whole_lock = threading.Lock()
+        # image id -> its slot-0 tile (the whole photo), shared by this instance's envs.
+        self._whole = BoundedCache("zoom_in_puzzle whole-photo tiles",
+                                   max_items=WHOLE_TILE_CACHE)
         self._prompt = _prompt(n)
 
     @property
@@ -380,16 +386,8 @@ class ZoomInPuzzle(Family):
         for b in rows:
             image_id = int(state.image_id[b])
             image = self._image(image_id)
-            whole = self._whole.get(image_id)
-            if whole is None:
-                whole = np.empty((TILE_PX, TILE_PX, 3), np.uint8)
-                resample_tile(image, (0, 0, image.shape[1], image.shape[0]), whole)
-                whole.setflags(write=False)
-                with self._whole_lock:
-                    if len(self._whole) >= WHOLE_TILE_CACHE:
-                        del self._whole[next(iter(self._whole))]   # the oldest entry
-                    self._whole[image_id] = whole
-            state.tiles[b, 0] = whole
+            state.tiles[b, 0] = self._whole.get_or_build(image_id,
+                                                         lambda: _whole_tile(image))
             for k in range(self.n_views):
                 jobs.append((image, state.crop_boxes[b, k].tolist(), state.tiles[b, k + 1]))
         # The passes release the GIL: the jobs go to the cores in two runs of about equal work

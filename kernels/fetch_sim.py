@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import numpy as np
 from numba import njit
 
-from ..core.threads import ProcessThreadPool
+from ..core.threads import FRAME_POOL
 from . import _mjloop
 from .rng import seed_state, uniform01
 
@@ -202,8 +202,9 @@ class CpuStepper:
         self.threads = max(1, int(threads or os.cpu_count() or 1))
         self._lib = _libmujoco()
         self._local = threading.local()
-        # Created per process on first use, so a stepper survives a fork (core/threads.py).
-        self._pool = ProcessThreadPool(self.threads, "visgym-mujoco") if self.threads > 1 else None
+        # The package's one shared pool (core/threads.py: per process, so a stepper survives a
+        # fork; shared, so two envs stepped at once never run more threads than cores).
+        self._pool = FRAME_POOL if self.threads > 1 and FRAME_POOL.workers > 1 else None
         self._mujoco = mujoco
         self._bad = [int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQPOS),
                      int(mujoco.mjtWarning.mjWARN_BADQVEL)]
@@ -276,7 +277,7 @@ class CpuStepper:
         # 0.9 ms) no longer leave one thread idle at the end of a fixed split.
         shared = iter(rows.tolist())
         work = lambda: self._rows(phys, shared, nsub, zero_fingers, out, unstable)  # noqa: E731
-        self._pool.run_all([work] * min(self.threads, rows.size))
+        self._pool.run_all([work] * min(self.threads, self._pool.workers + 1, rows.size))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import functools
 import numpy as np
 from PIL import Image
 
+from ..core.cache import BoundedCache
 from . import _compose, _resize, raster, text
 from .resize import _bilinear, _lanczos, interval_coefficients
 
@@ -227,7 +228,8 @@ def _run(src, box, size, filter, mode, order, out=None) -> np.ndarray:
     return out
 
 
-_ORDERS: dict = {}
+# Resampling key -> "h", "v" or None, probed once per key.
+_ORDERS = BoundedCache("resampling pass orders", max_items=1 << 16)
 
 
 def _order(shape, box, size, filter, mode):
@@ -240,17 +242,17 @@ def _order(shape, box, size, filter, mode):
         x0, y0, x1, y1 = box
         shape, box = (y1 - y0, x1 - x0), (0, 0, x1 - x0, y1 - y0)
     key = (tuple(shape[:2]), box, size, filter, mode)
-    found = _ORDERS.get(key, False)
-    if found is False:
-        probe = np.random.default_rng(len(_ORDERS) + 11).integers(0, 256, shape[:2], np.uint8)
+
+    def probe_order():
+        seed = [int(v) for v in (*shape[:2], *box, *size)] + [11]
+        probe = np.random.default_rng(seed).integers(0, 256, shape[:2], np.uint8)
         expected = _pillow(probe, box, size, filter, mode)[:, :, None]
-        found = None
         for order in ("h", "v"):
             if np.array_equal(_run(probe[:, :, None], box, size, filter, mode, order), expected):
-                found = order
-                break
-        _ORDERS[key] = found   # set once: threads may read it meanwhile
-    return found
+                return order
+        return None
+
+    return _ORDERS.get_or_build(key, probe_order)
 
 
 def _resample_args(shape, box, size, filter, mode):

@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 from PIL import Image
 
+from ..core.cache import BoundedCache
 from . import _jpeg
 
 __all__ = ["JpegStream", "pillow_jpeg"]
@@ -151,8 +152,8 @@ _ZIGZAG = np.array([0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 
                     22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
                     47, 55, 62, 63])
 
-_LAYOUTS: dict = {}
-_LAYOUT_LOCK = threading.Lock()
+# (height, width, channels, quality) -> its verified layout, or None: Pillow encodes that size.
+_LAYOUTS = BoundedCache("JPEG layouts", max_items=1024)
 
 
 def _probe_frame(height: int, width: int, channels: int) -> np.ndarray:
@@ -168,10 +169,11 @@ def _probe_frame(height: int, width: int, channels: int) -> np.ndarray:
 
 def _layout(height: int, width: int, channels: int, quality: int):
     """The parsed layout for a frame size, or None when Pillow must be used for it."""
-    key = (height, width, channels, quality)
-    with _LAYOUT_LOCK:
-        if key in _LAYOUTS:
-            return _LAYOUTS[key]
+    return _LAYOUTS.get_or_build((height, width, channels, quality),
+                                 lambda: _verified_layout(height, width, channels, quality))
+
+
+def _verified_layout(height: int, width: int, channels: int, quality: int):
     shape = (height, width, 3) if channels == 3 else (height, width)
     blank = pillow_jpeg(np.zeros(shape, np.uint8), quality)
     sos = blank.find(b"\xff\xda")
@@ -189,8 +191,6 @@ def _layout(height: int, width: int, channels: int, quality: int):
             layout = None
     else:
         layout = None
-    with _LAYOUT_LOCK:
-        _LAYOUTS[key] = layout
     return layout
 
 

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 from PIL import Image
 
+from ..core.cache import BoundedCache
 from ..core.validate import integer
 from . import _coeffs, _resize
 
@@ -119,7 +120,8 @@ def python_interval_coefficients(in_size: int, in0: float, span: float, out_size
     return bounds, weights
 
 
-_ORDERS: dict = {}
+# (input size, output size) -> "h", "v" or None, probed once per size pair.
+_ORDERS = BoundedCache("Lanczos pass orders", max_items=1 << 16)
 
 
 def _pass_order(in_shape: tuple, size: tuple) -> str | None:
@@ -127,17 +129,18 @@ def _pass_order(in_shape: tuple, size: tuple) -> str | None:
     (Pillow picks the order from the sizes; both orders give different pixels), or None when
     neither of ours reproduces Pillow. The probe has one channel whatever the frames have (a
     third of the work; render/compose.py probes the same way)."""
-    key = (tuple(in_shape[:2]), tuple(size))
-    if key not in _ORDERS:
-        probe = np.random.default_rng(len(_ORDERS) + 7).integers(0, 256, key[0], np.uint8)
+    key = (tuple(int(v) for v in in_shape[:2]), tuple(int(v) for v in size))
+
+    def probe_order():
+        probe = np.random.default_rng([*key[0], *key[1], 7]).integers(0, 256, key[0], np.uint8)
         expected = pillow_resize(probe, size)
-        _ORDERS[key] = None
         for order in ("h", "v"):
             resizer = LanczosResizer(key[0], size, _order=order)
             if np.array_equal(resizer.resize(probe), expected):
-                _ORDERS[key] = order
-                break
-    return _ORDERS[key]
+                return order
+        return None
+
+    return _ORDERS.get_or_build(key, probe_order)
 
 
 class LanczosResizer:

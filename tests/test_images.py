@@ -171,11 +171,11 @@ def test_decode_cache_is_bounded(tmp_path, monkeypatch):
     for k in range(6):
         _png(root / f"i{k}.png", size=(100, 100), color=(k, 0, 0))   # 30,000 bytes decoded
     images.clear_cache()
-    monkeypatch.setattr(images, "CACHE_BYTES", 70_000)
+    monkeypatch.setattr(images.DECODED, "max_bytes", 70_000)
     src = image_source(root, rule=JIGSAW_SCAN)
     for k in range(6):
         assert src.array(k)[0, 0, 0] == k
-    assert len(images._CACHE) == 2 and images._cache_bytes == 60_000
+    assert len(images.DECODED) == 2 and images.DECODED.nbytes == 60_000
     first = src.array(5)
     assert src.array(5) is first          # a hit keeps the same read-only array
     assert src.array(0)[0, 0, 0] == 0     # an evicted image decodes again, the same pixels

@@ -312,7 +312,7 @@ def test_frames_stay_exact_when_the_picture_atlas_starts_over(tmp_path):
     sizes = [(13, 11), (14, 17), (9, 12), (20, 19), (16, 16)]
     folder = _folder(tmp_path, sizes)
     env = _env("hard", n=6, sample_dir=folder)
-    env.family.pictures.byte_cap = 1
+    env.work.atlas.byte_cap = 1
     other = _env("hard", n=6, sample_dir=folder)
     rng = np.random.default_rng(5)
     for episode in range(3):
@@ -327,7 +327,7 @@ def test_frames_stay_exact_when_the_picture_atlas_starts_over(tmp_path):
             np.testing.assert_array_equal(env.frames, other.frames)
             assert env.state_dicts() == other.state_dicts()
             assert_frames_equal_a_full_redraw(env, f"episode {episode} step {t}")
-    assert env.family.pictures.restarts > 0
+    assert env.work.atlas.restarts > 0
 
 
 def test_sample_dir_accepts_a_path_object(tmp_path):
@@ -338,7 +338,7 @@ def test_sample_dir_accepts_a_path_object(tmp_path):
 
 def test_solved_board_is_the_picture_with_white_lines_between_pieces():
     env = _loaded({**INIT, "image_name": "astronaut", "current_state": [2, 0, 1, 3]})
-    picture = env.family.pictures.picture(env.family.source.id_of("astronaut"))
+    picture = env.family.picture(env.family.source.id_of("astronaut"))
     frame = env.frame(0)
     assert frame.shape == (340, 340, 3)
     inner = np.delete(np.delete(frame, [0, 169, 170, 339], axis=0), [0, 169, 170, 339], axis=1)
@@ -360,7 +360,7 @@ def test_a_picture_larger_than_the_capacity_is_downscaled_to_fit(tmp_path):
     assert env.family.frame_shape == (44, 54)
     env.reset(seeds=[0])
     assert env.frame_hw[0].tolist() == [44, 28]
-    shown = env.family.pictures.picture(0)
+    shown = env.family.picture(0)
     assert shown.shape == (40, 24, 3)
     original = np.asarray(Image.open(tmp_path / "p0.png").convert("RGB"))
     want = np.asarray(Image.fromarray(original).resize((24, 40), Image.Resampling.LANCZOS))

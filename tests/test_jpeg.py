@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import visgym
 from visgym.bridges.imaging import encode_jpeg, frame_encoder
+from visgym.core.cache import BoundedCache
 from visgym.core.rollout import run_plans
 from visgym.render import jpeg
 from visgym.render.jpeg import JpegStream, pillow_jpeg
@@ -152,7 +153,7 @@ def test_disagreement_falls_back_to_pillow(monkeypatch):
         def forget(self):
             pass
 
-    monkeypatch.setattr(jpeg, "_LAYOUTS", {})
+    monkeypatch.setattr(jpeg, "_LAYOUTS", BoundedCache("test layouts", max_items=8))
     monkeypatch.setattr(jpeg._jpeg, "Stream", Broken)
     frame = np.random.default_rng(0).integers(0, 256, (24, 24, 3), dtype=np.uint8)
     stream = JpegStream()

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import visgym
+from visgym.core.cache import BoundedCache
 from visgym.bridges.imaging import encode_jpeg, fit_long_side, frame_encoder
 from visgym.core.rollout import run_plans
 from visgym.render import _resize, resize
@@ -59,7 +60,7 @@ def test_wrong_shape_raises():
 
 
 def test_disagreement_falls_back_to_pillow(monkeypatch):
-    monkeypatch.setattr(resize, "_ORDERS", {})
+    monkeypatch.setattr(resize, "_ORDERS", BoundedCache("test orders", max_items=8))
     real = resize.coefficients
 
     def skewed(in_size, out_size):

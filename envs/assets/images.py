@@ -42,13 +42,13 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from ...core.cache import BoundedCache
 
 ENV_VAR = "VIS_GYM_IMAGE_DIR"
 BUNDLE_DIR = "partial_datasets"
@@ -193,9 +193,7 @@ def normalise_size(width: int, height: int, short_side: int = REFERENCE_SHORT_SI
 # Decoded images, least recently used first, bounded in bytes so a long run over a large folder
 # (the reference's 558k photos) keeps a working set, not every image it ever showed.
 CACHE_BYTES = 1 << 30
-_CACHE: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
-_CACHE_LOCK = threading.Lock()
-_cache_bytes = 0
+DECODED = BoundedCache("decoded images", max_bytes=CACHE_BYTES)
 
 
 def _sha256(path: Path) -> str:
@@ -252,36 +250,23 @@ def _cached_decode(path: Path, scale: int | None, expected_sha256: str | None = 
     except OSError as e:
         raise ImageFileError(f"{path}: cannot stat image file ({e.strerror})") from None
     key = (str(path), st.st_size, st.st_mtime_ns, scale)
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-    if hit is not None:
-        return hit
-    if expected_sha256 is not None:
-        got = _sha256(path)
-        if got != expected_sha256:
-            raise ImageFileError(f"{path}: SHA-256 {got} does not match the manifest's "
-                                 f"{expected_sha256} (a different scikit-image data file?)")
-    arr = decode_rgb(path, scale)
-    arr.setflags(write=False)
-    global _cache_bytes
-    with _CACHE_LOCK:
-        if key not in _CACHE:
-            _CACHE[key] = arr
-            _cache_bytes += arr.nbytes
-            while _cache_bytes > CACHE_BYTES and len(_CACHE) > 1:
-                _, dropped = _CACHE.popitem(last=False)
-                _cache_bytes -= dropped.nbytes
-        return _CACHE.get(key, arr)
+
+    def decode() -> np.ndarray:
+        if expected_sha256 is not None:
+            got = _sha256(path)
+            if got != expected_sha256:
+                raise ImageFileError(f"{path}: SHA-256 {got} does not match the manifest's "
+                                     f"{expected_sha256} (a different scikit-image data file?)")
+        arr = decode_rgb(path, scale)
+        arr.setflags(write=False)
+        return arr
+
+    return DECODED.get_or_build(key, decode)
 
 
 def clear_cache() -> None:
     """Forget every decoded image of this process."""
-    global _cache_bytes
-    with _CACHE_LOCK:
-        _CACHE.clear()
-        _cache_bytes = 0
+    DECODED.clear()
 
 
 # ---------------------------------------------------------------------------------------------

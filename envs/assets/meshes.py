@@ -38,12 +38,12 @@ from __future__ import annotations
 import colorsys
 import math
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from ...core.cache import BoundedCache
 
 ENV_VAR = "VIS_GYM_3D_DIR"
 BUNDLE = Path("partial_datasets") / "objaverse"
@@ -70,6 +70,10 @@ class Mesh:
     vertices: np.ndarray      # float32[V, 3]
     triangles: np.ndarray     # int32[T, 3]
     face_colors: np.ndarray   # uint8[T, 3]
+
+    @property
+    def nbytes(self) -> int:
+        return self.vertices.nbytes + self.triangles.nbytes + self.face_colors.nbytes
 
 
 def _freeze(*arrays):
@@ -291,21 +295,11 @@ def load_glb(path, use_textures: bool = True, face_budget: int = FACE_BUDGET,
 
 
 # ------------------------------------------------------------------------------ sources
-_CACHE: OrderedDict = OrderedDict()
-_LOCK = threading.Lock()
+_MESHES = BoundedCache("meshes", max_items=CACHE_ITEMS)
 
 
 def _cached(key, build):
-    with _LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-    value = build()
-    with _LOCK:
-        _CACHE[key] = value
-        while len(_CACHE) > CACHE_ITEMS:
-            _CACHE.popitem(last=False)
-    return value
+    return _MESHES.get_or_build(key, build)
 
 
 class MeshSource:
