@@ -111,7 +111,8 @@ class VisGymEnv(gymnasium.Env):
         # The observation is padded to the family's capacity; frame_hw is the episode's own
         # (height, width), the part of it that render() returns (DESIGN.md "Frames").
         h, w = info["frame_hw"][0].tolist()
-        return {"env_feedback": feedback, "success": bool(info["success"][0]),
+        return {"env_feedback": feedback, "code": int(info["code"][0]),
+                "invalid": bool(info["invalid"][0]), "success": bool(info["success"][0]),
                 "step": int(info["step"][0]), "frame_hw": (h, w)}
 
     def render(self):
@@ -176,6 +177,8 @@ class VisGymVectorEnv(VectorEnv):
     def _vector_info(self, info: dict) -> dict:
         out = {}
         for key, value in (("feedback", np.array(info["feedback"], dtype=object)),
+                           ("code", np.array(info["code"])),
+                           ("invalid", np.array(info["invalid"])),
                            ("success", np.array(info["success"])),
                            ("step", np.array(info["step"])),
                            ("frame_hw", np.array(info["frame_hw"]))):

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from .family import SUCCESS_MESSAGE, Family, copy_state
-from .grammar import IGNORED, ActionBatch
+from .grammar import IGNORED, INVALID_CODES, ActionBatch
 from .seeding import check_seeds, draw_seeds, next_seeds
 from .validate import describe, integer, is_integer, one_of, optional_integer
 
@@ -85,6 +85,10 @@ class BatchEnv:
         self.steps = np.zeros(batch, np.int32)
         self.seeds = np.zeros(batch, np.uint64)
         self._codes = np.zeros(batch, np.int32)
+        self._invalid = np.zeros(batch, np.bool_)
+        # code -> is it an invalid action (a lookup, so a step allocates nothing for it).
+        self._invalid_of_code = np.zeros(16 + len(family.feedback_texts), np.bool_)
+        self._invalid_of_code[list(INVALID_CODES)] = True
         self._done = np.zeros(batch, np.bool_)
         self._scratch = np.zeros(batch, np.bool_)
         self._actions = ActionBatch.empty(batch, self.grammar.width)
@@ -124,6 +128,7 @@ class BatchEnv:
             self.family.reset_rows(self.state, rows_arr, seed_arr)
         self.seeds[rows_arr] = seed_arr
         self.steps[rows_arr] = 0
+        self._codes.fill(IGNORED)   # this call took no action in any row
         self.reward[rows_arr] = 0.0
         self.terminated[rows_arr] = False
         self.truncated[rows_arr] = False
@@ -140,8 +145,13 @@ class BatchEnv:
     # ------------------------------------------------------------------------------- step
     def step(self, actions: Sequence[str], active: np.ndarray | None = None):
         """Apply one action string per episode. Returns (frames, reward, terminated, truncated,
-        info) with info["feedback"] (list[str]), info["success"] (bool[B]: the state is solved
-        now) and info["step"] (int[B], steps taken in the current episode).
+        info); the step's outcome is data in info (DESIGN.md "Outcomes are data"):
+        info["feedback"] (list[str], the reference's feedback text), info["code"] (int32[B]: 0
+        executed, 1-4 the parser's errors, 5 not stepped this call, 16+ the family's own
+        outcomes, ``family.feedback_texts[code - 16]``), info["invalid"] (bool[B]: the text was
+        not an action of the family, codes 1-4), info["success"] (bool[B]: the state is solved
+        now, a stop would be rewarded), info["step"] (int[B], steps taken in the current
+        episode), info["seed"] and info["frame_hw"].
 
         ``active`` (bool[B], optional) steps only those episodes: the others keep their state,
         step count and pending auto-reset, and report reward 0, not terminated, feedback "" (their
@@ -214,8 +224,11 @@ class BatchEnv:
         return self.frames, self.reward, self.terminated, self.truncated, self._info(feedback)
 
     def _info(self, feedback: list) -> dict:
+        np.take(self._invalid_of_code, self._codes, out=self._invalid)
         return {
             "feedback": feedback,
+            "code": self._codes,
+            "invalid": self._invalid,
             "success": self.family.is_success(self.state),
             "step": self.steps,
             "seed": self.seeds,

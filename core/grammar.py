@@ -38,6 +38,9 @@ FORMAT_ERROR = 2     # a literal, but not a 2-tuple
 UNKNOWN_NAME = 3     # a 2-tuple whose name is not an action of the family
 BAD_PAYLOAD = 4      # known name, payload outside its space
 IGNORED = 5          # set by BatchEnv for rows not stepped this call (families: any error is a no-op)
+# The invalid actions: the model's text was not an action of the family (parse, format, name or
+# payload error). Everything downstream counts invalid actions by these codes, never by text.
+INVALID_CODES = (PARSE_ERROR, FORMAT_ERROR, UNKNOWN_NAME, BAD_PAYLOAD)
 
 FORMAT_MESSAGE = (
     "The action format is invalid. The action should be a tuple of two elements with the first "
@@ -507,6 +510,9 @@ class Grammar:
 
     def index(self, name: str) -> int:
         return self._index[name]
+
+    def __reduce__(self):
+        return Grammar, (self.actions,)   # pickled (process pools, copies) by its actions
 
     def __repr__(self) -> str:
         return f"Grammar({', '.join(self.names)})"

@@ -28,3 +28,36 @@ def assert_states_equal(got, want, when: str = "") -> None:
            if np.shape(a) != np.shape(b) or np.asarray(a).dtype != np.asarray(b).dtype
            or not np.array_equal(a, b, equal_nan=np.asarray(a).dtype.kind in "fc")]
     assert not bad, f"{when}: state fields {bad} differ"
+
+
+def run_concurrently(calls, switch_interval: float = 1e-6) -> list:
+    """Run each of ``calls`` (callables without arguments) on its own thread, started together,
+    with a thread switch forced every ``switch_interval`` seconds; return their results in
+    order. The first exception raised by any of them is raised here."""
+    import sys
+    import threading
+
+    results: list = [None] * len(calls)
+    errors: list = []
+    barrier = threading.Barrier(len(calls))
+
+    def run(k):
+        try:
+            barrier.wait()
+            results[k] = calls[k]()
+        except BaseException as error:  # noqa: BLE001 - re-raised below
+            errors.append(error)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(switch_interval)
+    try:
+        workers = [threading.Thread(target=run, args=(k,)) for k in range(len(calls))]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        sys.setswitchinterval(interval)
+    if errors:
+        raise errors[0]
+    return results
