@@ -88,3 +88,33 @@ def die_with_parent(parent_pid: int | None = None, poll_s: float = PARENT_POLL_S
         os.kill(os.getpid(), signal.SIGKILL)
     threading.Thread(target=_watch_parent, args=(expected, poll_s), name="visgym-parent-watch",
                      daemon=True).start()
+
+
+# ------------------------------------------------------------------------------ shared work lists
+# A multi-process run hands out the indices of one to-do list from a counter in shared memory:
+# every process takes the next index as it frees a slot, so a process that starts late or gets
+# short episodes simply takes more (instead of fixed todo[k::n] shares).
+_CLAIM: dict = {}
+
+
+def claim_init(counter, total: int) -> None:
+    """Use ``counter`` (a ``ctx.Value("q", 0)``) to hand out indices below ``total``."""
+    _CLAIM["counter"], _CLAIM["total"] = counter, total
+
+
+def claim_next():
+    """The next unclaimed index of the shared to-do list, or None when all are taken."""
+    counter = _CLAIM["counter"]
+    with counter.get_lock():
+        index = counter.value
+        if index >= _CLAIM["total"]:
+            return None
+        counter.value = index + 1
+    return index
+
+
+def claiming_child(counter, total: int) -> None:
+    """A pool initializer: the child dies with its parent (a kill -9 of the parent must not
+    leave it writing records that a resumed run would repeat) and shares its counter."""
+    claim_init(counter, total)
+    die_with_parent()

@@ -1,4 +1,11 @@
-"""Stepping a BatchEnv through given action plans: the one rollout loop of tests, CLI and bench.
+"""The success rule, and stepping a BatchEnv through given action plans.
+
+``episode_success`` is the one definition of a successful episode (DESIGN.md "Outcomes are
+data"): it terminated, and ``info["success"]`` was true on its last step. The evaluation records,
+the demonstrations, the reports and ``run_plans`` all use it; nothing derives success from the
+reward or from feedback text.
+
+``run_plans`` is the one rollout loop of tests, CLI and bench.
 
 Row i follows ``plans[i]`` (a list of action strings, usually ``env.solve()``'s, ending with a
 stop). Rows whose plan is used up, or whose episode terminated or was truncated, are left out of
@@ -13,6 +20,14 @@ from typing import Callable, Sequence
 import numpy as np
 
 
+def episode_success(terminated, success_on_last_step):
+    """Whether an episode succeeded: it terminated with ``info["success"]`` true on its last
+    step (bools, or bool arrays over episodes)."""
+    if isinstance(terminated, np.ndarray) or isinstance(success_on_last_step, np.ndarray):
+        return np.logical_and(terminated, success_on_last_step)
+    return bool(terminated) and bool(success_on_last_step)
+
+
 @dataclass
 class RolloutResult:
     """Per-row totals of a rollout."""
@@ -22,11 +37,12 @@ class RolloutResult:
     truncated: np.ndarray    # bool[B]: the step budget ran out first
     steps: np.ndarray        # int64[B]: actions the row took
     feedback: list           # per row, the feedback of its last step
+    success: np.ndarray = None   # bool[B]: info["success"] of the row's last step
 
     @property
     def solved(self) -> np.ndarray:
-        """bool[B]: the row's episode ended with a reward."""
-        return self.terminated & (self.reward > 0)
+        """bool[B]: the row's episode succeeded (``episode_success``)."""
+        return episode_success(self.terminated, self.success)
 
 
 def run_plans(env, plans: Sequence[Sequence[str]],
@@ -40,7 +56,7 @@ def run_plans(env, plans: Sequence[Sequence[str]],
     lengths = np.array([len(p) for p in plans], np.int64)
     result = RolloutResult(reward=np.zeros(batch), terminated=np.zeros(batch, np.bool_),
                            truncated=np.zeros(batch, np.bool_), steps=np.zeros(batch, np.int64),
-                           feedback=[""] * batch)
+                           feedback=[""] * batch, success=np.zeros(batch, np.bool_))
     active = lengths > 0
     t = 0
     while active.any():
@@ -50,6 +66,7 @@ def run_plans(env, plans: Sequence[Sequence[str]],
         result.terminated |= active & terminated
         result.truncated |= active & truncated
         result.steps += active
+        np.copyto(result.success, info["success"], where=active)
         for b in np.flatnonzero(active).tolist():
             result.feedback[b] = info["feedback"][b]
         if on_step is not None:

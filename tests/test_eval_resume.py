@@ -342,11 +342,11 @@ def test_resume_redraws_missing_gifs_byte_for_byte(tmp_path):
 
 
 def test_a_second_run_on_the_same_folder_is_refused(tmp_path):
-    from visgym.bridges.evaluate import _lock_out
+    from visgym.bridges.files import FolderLock
 
     out = tmp_path / "run"
     _solver_run(out, episodes=1)
-    held = _lock_out(out)        # as a run still going would hold it
+    held = FolderLock(out, "--out").acquire()   # as a run still going would hold it
     try:
         with pytest.raises(ValueError, match="in use by another process"):
             _solver_run(out, resume=True, episodes=2)

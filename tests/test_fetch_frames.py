@@ -14,6 +14,8 @@ import visgym
 from fake_openai import FakeOpenAI
 from visgym.bridges import demos
 from visgym.bridges import evaluate as evaluate_module
+from visgym.bridges import gif_jobs as gif_jobs_module
+from visgym.bridges import stepper as stepper_module
 from visgym.bridges.agents import OpenAIAgent
 from visgym.bridges.evaluate import EvalConfig, run_eval
 from visgym.bridges.imaging import encode_jpeg_b64
@@ -205,7 +207,9 @@ def made(monkeypatch):
                                if k in ("width", "height", "antialias")}))
         return real(env_id, *args, **kwargs)
 
-    monkeypatch.setattr(evaluate_module, "make", spy)
+    # The runner's envs: its stepper's, its solver/goal envs and the GIF replays'.
+    for module in (evaluate_module, stepper_module, gif_jobs_module):
+        monkeypatch.setattr(module, "make", spy)
     monkeypatch.setenv(KEY_ENV, "sk-test-fetch-frames")
     return calls
 

@@ -1,0 +1,123 @@
+"""The fault policy of a run: when failed requests stop it, and how failures are summarised.
+
+Agents retry what a retry may cure (the OpenAI agent: 429, 5xx, connection errors and timeouts,
+with backoff and a ``Retry-After`` capped at the request timeout) and classify every failed
+request (``Reply.transient``, ``Reply.error_kind``). What a run does about the failures it is
+handed is decided here, once, for every workflow that talks to an endpoint (the evaluation
+runner today, the rollout collector next):
+
+- ``FailureBreaker`` stops a run that cannot succeed (``RunAborted``; the episodes in flight
+  are not recorded, so ``--resume`` plays them again): when its first N requests all failed the
+  same way (nothing has worked yet, so the set-up is wrong), when N requests in a row failed the
+  same permanent way (a 4xx answer: an unknown model, a bad request), or at once when the agent
+  reports that the endpoint stopped answering (``error_kind == "endpoint_hung"``: several
+  requests in a row timed out, which the agent counts across concurrent requests). Transient
+  failures later in a run (5xx, a single timeout after every retry) do not trip it: servers have
+  bad minutes.
+- ``error_summary`` / ``error_lines``: per task, the failed requests and the most common reason,
+  for run.json and the end of the run's output.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+HUNG = "endpoint_hung"
+
+
+class RunAborted(RuntimeError):
+    """The run stopped before its end for a reason the user must fix (the endpoint fails every
+    request the same way, or stopped answering); finished episodes are recorded and
+    ``--resume`` continues."""
+
+
+def shorten(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters (whitespace collapsed, "..." where cut)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def failure_reason(reply) -> str | None:
+    """The server's reason for a request that failed (a reply flagged "error" that is not a
+    context-length end, which is the episode's own outcome), or None for an answer."""
+    if reply.flag != "error" or reply.fatal is not None:
+        return None
+    return shorten(reply.error or reply.text or "unknown error", 300)
+
+
+def _reason_key(reason: str) -> str:
+    """Failures are "the same" when their texts differ only in numbers (request ids, token
+    counts, times)."""
+    return re.sub(r"[0-9a-fA-F]*[0-9][0-9a-fA-F]*", "#", reason)
+
+
+def _is_permanent(reply) -> bool:
+    """Whether a failed request's error is one that retrying does not cure, as the agent
+    classified it (``Reply.transient`` False: a 4xx answer, a malformed chat completion)."""
+    return getattr(reply, "transient", None) is False
+
+
+class FailureBreaker:
+    """See the module docstring. ``limit`` 0 never stops a run."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.answered = False      # some request of this run got an answer
+        self.key = None
+        self.count = 0
+
+    def observe(self, reply) -> str | None:
+        """Count one finished request; return the reason the run must stop, or None."""
+        if not self.limit:
+            return None
+        reason = failure_reason(reply)
+        if reason is None:
+            self.answered = True
+            self.key, self.count = None, 0
+            return None
+        if getattr(reply, "error_kind", None) == HUNG:
+            return f"the endpoint stopped answering: {shorten(reason, 200)}"
+        if self.answered and not _is_permanent(reply):
+            self.key, self.count = None, 0
+            return None
+        key = _reason_key(reason)
+        if key == self.key:
+            self.count += 1
+        else:
+            self.key, self.count = key, 1
+        if self.count < self.limit:
+            return None
+        which = f"the first {self.limit}" if not self.answered else f"{self.limit} in a row"
+        return f"{which} requests failed the same way: {shorten(reason, 200)}"
+
+    def check(self, reply) -> None:
+        """``observe``, raising ``RunAborted`` when the run must stop."""
+        stop = self.observe(reply)
+        if stop is not None:
+            raise RunAborted(stop)
+
+
+def error_summary(records) -> dict:
+    """Per ``task/split``: the failed requests of its episodes (replies flagged "error") and the
+    most common server error among them, ``{"errors": n, "most_common": text, "count": k}``;
+    tasks without errors are left out."""
+    by_task: dict = {}
+    for record in records:
+        name = f"{record.get('task')}/{record.get('split')}"
+        for entry in record.get("steps_log") or ():
+            if entry.get("reply_flag") != "error":
+                continue
+            by_task.setdefault(name, Counter())[shorten(entry.get("error") or entry.get("reply")
+                                                        or "unknown error", 300)] += 1
+    out = {}
+    for name in sorted(by_task):
+        counts = by_task[name]
+        text, count = counts.most_common(1)[0]
+        out[name] = {"errors": sum(counts.values()), "most_common": text, "count": count}
+    return out
+
+
+def error_lines(errors: dict) -> list[str]:
+    """The summary's lines for ``error_summary``: one per task with failed requests."""
+    return [f"{name}: {e['errors']} failed request(s); most common ({e['count']}x): "
+            f"{shorten(e['most_common'], 160)}" for name, e in errors.items()]
