@@ -71,26 +71,14 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-._" else "-" for c in text).strip("-") or "run"
 
 
-# The prompt settings of a demonstrations folder (its manifest.json "prompt"), as EvalConfig
-# fields: (manifest field, EvalConfig field, the value without --prompt-from, the flag).
-PROMPT_FIELDS = (
-    ("elicit_verbalization", "elicit_verbalization", False, "--elicit-verbalization"),
-    ("feedback", "include_feedback", True, "--no-feedback"),
-    ("history", "history", -1, "--history"),
-    ("max_long_side", "max_long_side", 336, "--max-long-side"),
-    ("text_mode", "text_mode", False, "--text-mode"),
-    ("final_goal", "final_goal", False, "--final-goal"),
-)
-
-
 def _explicit_prompt_flags(args) -> dict:
-    """The prompt options given on the command line, as EvalConfig values (absent ones left
+    """The prompt options given on the command line, as PromptSettings values (absent ones left
     out: their argparse default is None)."""
     given = {}
     if args.elicit_verbalization is not None:
         given["elicit_verbalization"] = True
     if args.no_feedback is not None:
-        given["include_feedback"] = False
+        given["feedback"] = False
     if args.history is not None:
         given["history"] = args.history
     if args.max_long_side is not None:
@@ -102,19 +90,11 @@ def _explicit_prompt_flags(args) -> dict:
     return given
 
 
-def _flag_text(flag: str, value) -> str:
-    if flag == "--no-feedback":
-        return flag if value is False else "feedback on"
-    if flag == "--max-long-side":
-        return f"{flag} {0 if value is None else value}"
-    if isinstance(value, bool):
-        return flag
-    return f"{flag} {value}"
+def _read_prompt_manifest(folder: str):
+    """The prompt settings of a demonstrations folder's manifest.json (checked field by
+    field), and the manifest's path."""
+    from .prompts import PromptSettings
 
-
-def _read_prompt_manifest(folder: str) -> tuple[dict, str]:
-    """The "prompt" settings of a demonstrations folder's manifest.json, checked field by
-    field; returns them with the manifest's path."""
     path = os.path.join(folder, "manifest.json")
     if not os.path.isdir(folder):
         raise ValueError(f"--prompt-from: {folder} is not a folder (expected the --out folder "
@@ -128,48 +108,25 @@ def _read_prompt_manifest(folder: str) -> tuple[dict, str]:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"--prompt-from: {path} is not valid JSON ({e})") from None
     prompt = manifest.get("prompt") if isinstance(manifest, dict) else None
-    if not isinstance(prompt, dict):
-        raise ValueError(f"--prompt-from: {path} has no \"prompt\" object (made by an older "
-                         "'visgym demos'; regenerate it, or give the prompt options yourself)")
-    for name in ("elicit_verbalization", "feedback", "text_mode", "final_goal"):
-        if not isinstance(prompt.get(name), bool):
-            raise ValueError(f"--prompt-from: {path}: prompt.{name} must be true or false, "
-                             f"got {prompt.get(name)!r}")
-    history = prompt.get("history")
-    if isinstance(history, bool) or not isinstance(history, int) or history < -1:
-        raise ValueError(f"--prompt-from: {path}: prompt.history must be an integer >= -1, "
-                         f"got {history!r}")
-    side = prompt.get("max_long_side", "missing")
-    if side is not None and (isinstance(side, bool) or not isinstance(side, int) or side < 16):
-        raise ValueError(f"--prompt-from: {path}: prompt.max_long_side must be an integer >= 16 "
-                         f"or null, got {side!r}")
-    budgets = prompt.get("max_steps")
-    if not isinstance(budgets, dict) or not all(
-            isinstance(k, str) and "/" in k and isinstance(v, int) and not isinstance(v, bool)
-            and v >= 1 for k, v in budgets.items()):
-        raise ValueError(f"--prompt-from: {path}: prompt.max_steps must map \"task/split\" to a "
-                         f"positive step count, got {budgets!r}")
-    return prompt, path
+    return PromptSettings.from_manifest(prompt, path), path
 
 
-def _prompt_settings(args, env_ids: list[str]) -> dict:
-    """EvalConfig's prompt fields: the flags given, or with ``--prompt-from DIR`` the settings
-    the demonstrations were made with (a flag that says otherwise is refused)."""
+def _prompt_settings(args, env_ids: list[str]):
+    """The run's prompt settings (bridges/prompts.py): the flags given, or with
+    ``--prompt-from DIR`` the settings the demonstrations were made with (a flag that says
+    otherwise is refused); ``max_steps`` holds the per-task budgets they were made with."""
+    from dataclasses import replace
+
+    from .prompts import FLAGS, PromptSettings
+
     given = _explicit_prompt_flags(args)
-    settings = {field: default for _, field, default, _ in PROMPT_FIELDS}
-    settings["budgets"] = None
-    settings["max_steps"] = args.max_steps
     if not args.prompt_from:
-        settings.update(given)
-        return settings
-    prompt, path = _read_prompt_manifest(args.prompt_from)
-    for name, field, _, flag in PROMPT_FIELDS:
-        settings[field] = prompt[name]
-        if field in given and given[field] != settings[field]:
-            raise ValueError(f"--prompt-from: {_flag_text(flag, given[field])} contradicts the "
-                             f"demonstrations' {name} = {json.dumps(settings[field])} in {path} "
-                             "(drop the flag, or evaluate without --prompt-from)")
-    budgets = prompt["max_steps"]
+        return replace(PromptSettings(), **given)
+    settings, path = _read_prompt_manifest(args.prompt_from)
+    problem = settings.contradiction(given, path)
+    if problem:
+        raise ValueError(problem)
+    budgets = settings.max_steps
     if args.max_steps is not None:
         other = {k: v for k, v in budgets.items() if k in env_ids and v != args.max_steps}
         if other:
@@ -177,14 +134,15 @@ def _prompt_settings(args, env_ids: list[str]) -> dict:
             raise ValueError(f"--prompt-from: --max-steps {args.max_steps} contradicts the "
                              f"demonstrations' max_steps {steps} for {name} in {path} (drop the "
                              "flag, or evaluate without --prompt-from)")
-    settings["budgets"] = {k: budgets[k] for k in sorted(budgets) if k in env_ids} or None
+    settings = replace(settings, max_steps={k: budgets[k] for k in sorted(budgets)
+                                            if k in env_ids})
     unknown = sorted(set(env_ids) - set(budgets))
     if unknown:
         print(f"eval: {', '.join(unknown)} not in the demonstrations' max_steps ({path}); "
               "their default budget applies", file=sys.stderr)
     print(f"eval: prompt settings from {path}: " + ", ".join(
-        f"{name}={json.dumps(settings[field])}" for name, field, _, _ in PROMPT_FIELDS)
-        + f", max_steps={json.dumps(settings['budgets'])}", file=sys.stderr)
+        f"{name}={json.dumps(getattr(settings, name))}" for name in FLAGS)
+        + f", max_steps={json.dumps(settings.max_steps or None)}", file=sys.stderr)
     return settings
 
 
@@ -202,7 +160,7 @@ def cmd_eval(args) -> int:
             raise ValueError(f"--tasks: unknown or unavailable task {task!r} "
                              f"(available: {', '.join(available)}; see 'visgym list')")
     prompt = _prompt_settings(args, [f"{t}/{s}" for t in tasks for s in splits])
-    if prompt["text_mode"]:
+    if prompt.text_mode:
         from ..core import make_family
 
         for task in tasks:
@@ -244,14 +202,15 @@ def cmd_eval(args) -> int:
                                   top_p=args.top_p, reasoning_effort=args.reasoning_effort,
                                   extra_body=extra_body)
     name = args.model or agent_kind
-    suffix = "_text" * prompt["text_mode"] + "_goal" * prompt["final_goal"]
+    suffix = "_text" * prompt.text_mode + "_goal" * prompt.final_goal
     out = args.out or os.path.join("results", _slug(f"{name}_{args.split}{suffix}"))
     args.out_resolved = out
     config = EvalConfig(out=out, split=args.split, concurrency=args.concurrency,
                         gifs=not args.no_gifs and args.gifs != 0, gifs_per_task=args.gifs,
                         resume=args.resume, progress=not args.quiet, processes=args.processes,
                         preflight=not args.no_preflight, abort_after=args.abort_after,
-                        full_size_frames=args.full_size_frames, **prompt)
+                        full_size_frames=args.full_size_frames, max_steps=args.max_steps,
+                        **EvalConfig.prompt_fields(prompt))
     config.validate()
     agent = make_agent(agent_kind, model=args.model, base_url=args.base_url,
                        api_key_env=args.api_key_env, settings=settings, timeout_s=args.timeout,

@@ -90,6 +90,15 @@ class EvalConfig:
                               max_long_side=self.max_long_side,
                               max_steps=dict(self.budgets or {}))
 
+    @staticmethod
+    def prompt_fields(settings: PromptSettings) -> dict:
+        """EvalConfig's fields for prompt settings (the inverse of ``prompt``)."""
+        return {"elicit_verbalization": settings.elicit_verbalization,
+                "include_feedback": settings.feedback, "history": settings.history,
+                "text_mode": settings.text_mode, "final_goal": settings.final_goal,
+                "max_long_side": settings.max_long_side,
+                "budgets": dict(settings.max_steps) or None}
+
     def validate(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"--concurrency: must be at least 1, got {self.concurrency}")
