@@ -76,7 +76,7 @@ class FailureBreaker:
             self.key, self.count = None, 0
             return None
         if getattr(reply, "error_kind", None) == HUNG:
-            return f"the endpoint stopped answering: {shorten(reason, 200)}"
+            return shorten(reason, 200)   # the agent's text: "the endpoint stopped answering"
         if self.answered and not _is_permanent(reply):
             self.key, self.count = None, 0
             return None

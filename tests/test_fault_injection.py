@@ -77,9 +77,12 @@ def server_for(mode, entries, **kwargs) -> FakeOpenAI:
 
 
 def agent_for(server, transport) -> OpenAIAgent:
+    # hung_after=0: "hang" and "slow_body" time out on step 1 of both episodes, which the agent
+    # would take as a hung endpoint (the run stops); here each fault is survived step by step.
+    # The hung-endpoint stop has its own tests (test_agent_retries.py).
     return OpenAIAgent(model="fake", base_url=server.base_url, api_key_env=KEY_ENV,
                        timeout_s=0.5, max_attempts=2, backoff_s=0.01, max_backoff_s=0.02,
-                       http_transport=transport, max_response_bytes=LIMIT)
+                       http_transport=transport, max_response_bytes=LIMIT, hung_after=0)
 
 
 def config(out, **kwargs) -> EvalConfig:
