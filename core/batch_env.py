@@ -93,6 +93,7 @@ class BatchEnv:
         self._scratch = np.zeros(batch, np.bool_)
         self._actions = ActionBatch.empty(batch, self.grammar.width)
         self._all_rows = np.arange(batch, dtype=np.int64)
+        self._no_rows = np.zeros(0, np.int64)
         self._seed_seq = np.random.SeedSequence(seed)
         self._has_reset = False
         # Feedback text per code: 0 success, 1..15 parser/BatchEnv codes (text comes from the
@@ -190,17 +191,15 @@ class BatchEnv:
             np.logical_and(self.truncated, self._scratch, out=self.truncated)
             if active is not None:
                 np.logical_and(self.truncated, active, out=self.truncated)
+        # Episodes that ended on their previous step start over now, before the drawing, so
+        # one drawing call covers the step and the restarts.
+        rows = np.flatnonzero(pending) if restart else self._no_rows
         if restart:
-            rows = np.flatnonzero(pending)
             new_seeds = next_seeds(self.seeds[rows])
-            if family.redraws_restarts:
-                family.reset_rows(self.state, rows, new_seeds)
-        family.render_after_step(self.state, self.frames, self.work)
-        if self._variable and family.frame_hw_in_step:
-            self._track_sizes(self._all_rows, all_rows=False)
-        if restart and not family.redraws_restarts:
             family.reset_rows(self.state, rows, new_seeds)
-            family.render_rows(self.state, self.frames, rows, self.work)
+        family.render_step(self.state, self.frames, self.work, rows)
+        if self._variable:
+            self._track_sizes(self._all_rows, all_rows=False)
 
         messages = self._actions.message
         texts = self._texts
@@ -208,8 +207,6 @@ class BatchEnv:
                     for b, c in enumerate(self._codes.tolist())]
 
         if restart:
-            if self._variable:
-                self._track_sizes(rows, all_rows=True)
             self.seeds[rows] = new_seeds
             self.steps[rows] = 0
             self.reward[rows] = 0.0

@@ -63,16 +63,14 @@ class Family(ABC):
         """(H, W): the frame capacity, fixed by the params (DESIGN.md "Frames"). Every episode's
         frame fits in it; ``frame_hw`` gives each episode's own size."""
 
-    # Families whose episodes all have the capacity as their frame size leave this False; a
-    # family that overrides ``frame_hw`` sets it True (BatchEnv then tracks sizes and zeroes
-    # the padding). ``frame_hw_in_step``: the size may also change in a step, not only on reset.
+    # Set for every family class from whether it overrides ``frame_hw`` (never by hand): a
+    # family whose episodes have their own frame sizes; BatchEnv then tracks the sizes after
+    # resets and steps and zeroes the padding.
     variable_frames: ClassVar[bool] = False
-    frame_hw_in_step: ClassVar[bool] = False
-    # True when ``render_after_step`` also draws, in full, the rows ``reset_rows`` restarted
-    # since the step (Fetch: a reset marks its rows as moved). BatchEnv then restarts the
-    # episodes that auto-reset before drawing, so one drawing pass covers the stepped and the
-    # restarted rows; otherwise it draws the step, restarts, and draws the restarted rows.
-    redraws_restarts: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.variable_frames = cls.frame_hw is not Family.frame_hw
 
     def frame_hw(self, state, out: np.ndarray) -> None:
         """Write each episode's frame size (height, width) into ``out`` (int32[B, 2]); each
@@ -148,8 +146,20 @@ class Family(ABC):
         pixels inside each row's ``frame_hw``; BatchEnv keeps the padding outside it zero."""
 
     def render_after_step(self, state, frames: np.ndarray, work) -> None:
-        """Bring every frame up to date after ``step``; families redraw only what changed."""
+        """Bring every frame up to date after ``step``; families redraw only what changed.
+        Rows ``reset_rows`` restarted since the step need not be drawn here (``render_step``
+        draws them in full afterwards)."""
         self.render_rows(state, frames, np.arange(frames.shape[0], dtype=np.int64), work)
+
+    def render_step(self, state, frames: np.ndarray, work, restarted: np.ndarray) -> None:
+        """Draw a step: BatchEnv calls it after ``step`` and after restarting the episodes that
+        auto-reset in it (``restarted``, row indices, often empty). Default: what the step
+        changed (``render_after_step``), then the restarted rows in full. A family whose
+        ``render_after_step`` already draws restarted rows in full (Fetch: a reset marks its
+        rows as moved) overrides this to draw both in one pass."""
+        self.render_after_step(state, frames, work)
+        if restarted.shape[0]:
+            self.render_rows(state, frames, restarted, work)
 
     def render_text(self, state, i: int) -> str:
         raise ValueError(f"{self.name} has no text rendering")

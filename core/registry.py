@@ -22,9 +22,19 @@ RENDER_MODES = (None, "rgb_array", "ansi")
 
 @dataclass(frozen=True)
 class EnvSpec:
+    """An id's entry: its family (a Family subclass, or ``"module:Class"`` imported on first
+    use, so ``import visgym`` loads no family's kernels) and difficulty preset."""
+
     env_id: str
-    family: type
+    family_ref: object
     difficulty: str | None
+
+    @property
+    def family(self) -> type:
+        ref = self.family_ref
+        if isinstance(ref, str):
+            return _load_family(ref)
+        return ref
 
     @property
     def default_max_steps(self) -> int:
@@ -34,16 +44,30 @@ class EnvSpec:
 _REGISTRY: dict[str, EnvSpec] = {}
 
 
-def register(family: type, difficulties=("easy", "hard")) -> None:
-    """Register ``<family.name>/<difficulty>`` for each preset."""
+def _load_family(ref: str) -> type:
+    import importlib
+
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def register(family, difficulties=("easy", "hard"), name: str | None = None) -> None:
+    """Register ``<name>/<difficulty>`` for each preset. ``family``: a Family subclass (its
+    ``name`` is the family name), or ``"module:Class"`` with ``name`` given, imported when an
+    env of it is first made."""
+    if isinstance(family, str):
+        if not name:
+            raise ValueError("name: a family registered by reference needs its name")
+    else:
+        name = family.name
     for difficulty in difficulties:
-        env_id = f"{family.name}/{difficulty}"
+        env_id = f"{name}/{difficulty}"
         _REGISTRY[env_id] = EnvSpec(env_id, family, difficulty)
 
 
 def unregister(family: type) -> None:
     """Remove every id of ``family`` (tests register a test-only family and remove it after)."""
-    for env_id in [k for k, v in _REGISTRY.items() if v.family is family]:
+    for env_id in [k for k, v in _REGISTRY.items() if v.family_ref is family]:
         del _REGISTRY[env_id]
 
 

@@ -1,42 +1,25 @@
 """The environment families. Importing this package registers every implemented id.
 
-One family per module; each is imported and registered by two lines below (append new ones at
-the end).
+One family per module, registered below by name and ``module:Class``: a family's module (its
+kernels, and what they import: Numba, MuJoCo, ...) is imported only when an env of it is first
+made, so ``import visgym`` stays fast. Append new families at the end.
 """
 from ..core.registry import register
 
-from .maze_2d import Maze2D
-register(Maze2D)
+FAMILIES = (
+    ("maze_2d", "maze_2d:Maze2D"),
+    ("sliding_block", "sliding_block:SlidingBlock"),
+    ("matchstick_rotation", "matchstick_rotation:MatchstickRotation"),
+    ("matchstick_equation", "matchstick_equation:MatchstickEquation"),
+    ("maze_3d", "maze_3d:Maze3D"),
+    ("fetch_reach", "fetch_reach:FetchReach"),
+    ("fetch_pick_and_place", "fetch_pick_and_place:FetchPickAndPlace"),
+    ("jigsaw", "jigsaw:Jigsaw"),
+    ("zoom_in_puzzle", "zoom_in_puzzle:ZoomInPuzzle"),
+    ("mental_rotation_3d_cube", "mental_rotation_3d_cube:MentalRotation3DCube"),
+    ("patch_reassembly", "patch_reassembly:PatchReassembly"),
+    ("mental_rotation_3d_objaverse", "mental_rotation_3d_objaverse:MentalRotation3DObjaverse"),
+)
 
-from .sliding_block import SlidingBlock
-register(SlidingBlock)
-
-from .matchstick_rotation import MatchstickRotation
-register(MatchstickRotation)
-
-from .matchstick_equation import MatchstickEquation
-register(MatchstickEquation)
-
-from .maze_3d import Maze3D
-register(Maze3D)
-
-from .fetch_reach import FetchReach
-register(FetchReach)
-
-from .fetch_pick_and_place import FetchPickAndPlace
-register(FetchPickAndPlace)
-
-from .jigsaw import Jigsaw
-register(Jigsaw)
-
-from .zoom_in_puzzle import ZoomInPuzzle
-register(ZoomInPuzzle)
-
-from .mental_rotation_3d_cube import MentalRotation3DCube
-register(MentalRotation3DCube)
-
-from .patch_reassembly import PatchReassembly
-register(PatchReassembly)
-
-from .mental_rotation_3d_objaverse import MentalRotation3DObjaverse
-register(MentalRotation3DObjaverse)
+for _name, _ref in FAMILIES:
+    register(f"{__name__}.{_ref}", name=_name)

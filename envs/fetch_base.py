@@ -371,9 +371,6 @@ class FetchBase(Family):
     goal_range = 0.15
     plan_cap = 150      # the most actions (stop included) of a solver plan
     feedback_texts = ("The simulation became unstable, so the episode was reset to its start.",)
-    # A reset marks its rows as moved, so render_after_step draws the stepped and the
-    # auto-reset rows in one pass (one draw list, one round of the render threads).
-    redraws_restarts = True
 
     def __init__(self, params):
         super().__init__(params)
@@ -769,6 +766,11 @@ class FetchBase(Family):
         rows = np.flatnonzero(state.moved)
         if rows.size:
             self.render_rows(state, frames, rows, work)
+
+    def render_step(self, state, frames, work, restarted):
+        # A reset marks its rows as moved, so render_after_step draws the stepped and the
+        # auto-reset rows in one pass (one draw list, one round of the render threads).
+        self.render_after_step(state, frames, work)
 
     def _settled(self, state, rows):
         """bool over ``rows``: every static part is within STATIC_TOL of its start pose."""

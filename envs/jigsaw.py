@@ -255,7 +255,6 @@ class Jigsaw(Family):
     presets = {"easy": JigsawParams(2, 2), "hard": JigsawParams(3, 3)}
     grammar = _grammar(2, 2)   # the instance's own, for its grid, is set in __init__
     solver_strategies = ("reorder", "swap")
-    variable_frames = True
     data_dir_keyword = "sample_dir"
 
     def __init__(self, params: JigsawParams):

@@ -293,7 +293,6 @@ class PatchReassembly(Family):
     grammar = Grammar([ActionSpec("place", PlacePayload(5, 5, 5)),
                        ActionSpec("remove", RemovePayload(5)), STOP])  # per instance: __init__
     has_text_mode = True
-    variable_frames = True
     solver_strategies = ()
 
     def __init__(self, params: PatchReassemblyParams):

@@ -42,7 +42,6 @@ class VariableRect(Family):
     presets = {"easy": RectParams(), "hard": RectParams(max_h=64, max_w=80)}
     grammar = Grammar([ActionSpec("move", IntChoice(4)), STOP])
     feedback_texts = ("You hit the border.",)
-    variable_frames = True
 
     @property
     def frame_shape(self):
