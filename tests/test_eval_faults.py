@@ -29,7 +29,7 @@ import pytest
 from fake_openai import FakeOpenAI, solver_entries
 from visgym.bridges.agents import (MAX_REPLY_CHARS, Episode, GenerationSettings, OpenAIAgent,
                                    PreflightError, Turn)
-from visgym.bridges.evaluate import EvalConfig, run_eval
+from visgym.bridges.evaluate import EvalConfig, RunAborted, run_eval
 from visgym.bridges.splits import load_split
 
 KEY_ENV = "VISGYM_TEST_KEY"
@@ -144,6 +144,36 @@ def test_hang_past_the_timeout_is_retried(tmp_path, entries, episodes):
     assert_clean_success(record, entries[0])
     waited = gap(requests, 2, 3)
     assert 0.9 <= waited < 5.0, waited   # the 1 s client timeout, not the 6 s hang
+
+
+def test_a_server_that_answers_then_hangs_stops_the_run_resumably(tmp_path, entries,
+                                                                  episodes):
+    """After its first answers the server hangs on every request: the run stops within a few
+    request timeouts (the agent's hung-endpoint count and the breaker), records nothing it did
+    not finish, and a resume against a working server completes every episode."""
+    out = tmp_path / "out"
+    with FakeOpenAI(policy="solver", faults=lambda number, ctx: "hang" if number > 3 else None,
+                    hang_s=30.0) as server:
+        for entry in entries:
+            server.register_entry(entry)
+        start = time.perf_counter()
+        with pytest.raises(RunAborted, match="stopped answering"):
+            run_eval(agent_for(server, max_attempts=6),
+                     EvalConfig(out=str(out), concurrency=2, gifs=False, progress=False),
+                     episodes)
+        wall = time.perf_counter() - start
+        port = server.port
+    # Without the count: 2 episodes x 6 attempts x 1 s a step, for every remaining step.
+    assert wall < 8.0, wall
+    assert not (out / "episodes.jsonl").exists() or not (out / "episodes.jsonl").read_text()
+    with FakeOpenAI(policy="solver", port=port) as server:   # the same endpoint, working
+        for entry in entries:
+            server.register_entry(entry)
+        run_eval(agent_for(server), EvalConfig(out=str(out), concurrency=2, gifs=False,
+                                                progress=False, resume=True), episodes)
+    records = [json.loads(line) for line in open(out / "episodes.jsonl")]
+    assert sorted(r["key"] for r in records) == sorted(e.key for e in episodes)
+    assert all(r["success"] for r in records)
 
 
 def test_random_faults_with_a_seed(tmp_path, entries, episodes):
