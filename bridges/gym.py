@@ -106,14 +106,18 @@ class VisGymEnv(gymnasium.Env):
         return (frames[0].copy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]),
                 self._single_info(info, self.env_feedback))
 
-    @staticmethod
-    def _single_info(info: dict, feedback: str) -> dict:
+    def _single_info(self, info: dict, feedback: str) -> dict:
         # The observation is padded to the family's capacity; frame_hw is the episode's own
-        # (height, width), the part of it that render() returns (DESIGN.md "Frames").
+        # (height, width), the part of it that render() returns (DESIGN.md "Frames"). The
+        # family's own measures (jigsaw's proportion_matched, ...) come along, as the
+        # reference's info carries them.
         h, w = info["frame_hw"][0].tolist()
-        return {"env_feedback": feedback, "code": int(info["code"][0]),
-                "invalid": bool(info["invalid"][0]), "success": bool(info["success"][0]),
-                "step": int(info["step"][0]), "frame_hw": (h, w)}
+        out = {"env_feedback": feedback, "code": int(info["code"][0]),
+               "invalid": bool(info["invalid"][0]), "success": bool(info["success"][0]),
+               "step": int(info["step"][0]), "frame_hw": (h, w)}
+        for name, values in self.batch.metrics().items():
+            out[name] = float(values[0])
+        return out
 
     def render(self):
         if self.render_mode == "ansi":

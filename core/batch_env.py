@@ -314,6 +314,8 @@ class BatchEnv:
         ablation."""
         self._check_reset()
         goal = self.family.goal_state(copy_state(self.state))
+        if goal is None:
+            return self._replayed_goal_frames()
         frames = np.zeros_like(self.frames)
         self.family.render_rows(goal, frames, self._all_rows,
                                 self.family.new_workspace(self.num_envs))
@@ -328,9 +330,36 @@ class BatchEnv:
             self.goal_frame_hw = self.frame_hw.copy()
         return frames
 
+    def _replayed_goal_frames(self) -> np.ndarray:
+        """Goal frames of a family without ``goal_state``: each episode's solver plan replayed
+        on a copy of the episodes (the frames where the plans end)."""
+        from .rollout import run_plans
+
+        copy = BatchEnv(self.family, self.num_envs, max_steps=None, autoreset="disabled",
+                        env_id=self.env_id)
+        copy.reset(seeds=self.seeds.tolist(), init_states=self.state_dicts())
+        run_plans(copy, copy.solve())
+        self.goal_frame_hw = copy.frame_hw.copy()
+        return copy.frames.copy()
+
     def success(self) -> np.ndarray:
         self._check_reset()
         return self.family.is_success(self.state)
+
+    def potential(self) -> np.ndarray | None:
+        """float32[B]: each episode's distance to its goal (0 exactly on success states;
+        ``Family.potential``), or None for a family that defines none."""
+        self._check_reset()
+        if not self.family.has_potential:
+            return None
+        out = np.empty(self.num_envs, np.float32)
+        self.family.potential(self.state, out)
+        return out
+
+    def metrics(self) -> dict:
+        """The family's own per-episode measures, ``{name: float[B]}`` (``Family.metrics``)."""
+        self._check_reset()
+        return self.family.metrics(self.state)
 
     def _rows_arg(self, rows, distinct: bool) -> np.ndarray:
         """Episode indices as int64, checked before any conversion."""

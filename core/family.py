@@ -68,9 +68,13 @@ class Family(ABC):
     # resets and steps and zeroes the padding.
     variable_frames: ClassVar[bool] = False
 
+    # Set for every family class from whether it overrides ``potential``.
+    has_potential: ClassVar[bool] = False
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         cls.variable_frames = cls.frame_hw is not Family.frame_hw
+        cls.has_potential = cls.potential is not Family.potential
 
     def frame_hw(self, state, out: np.ndarray) -> None:
         """Write each episode's frame size (height, width) into ``out`` (int32[B, 2]); each
@@ -135,9 +139,25 @@ class Family(ABC):
     def is_success(self, state) -> np.ndarray:
         """bool[B]: would a stop now be rewarded."""
 
-    @abstractmethod
+    # -- measures (optional) --------------------------------------------------------------
+    def potential(self, state, out: np.ndarray) -> None:
+        """Optional: each episode's distance to its goal into ``out`` (float32[B]): 0 exactly
+        on the states where ``is_success`` holds, positive elsewhere, larger further away (the
+        solver's remaining cost where an exact solver exists, a documented proxy elsewhere;
+        ``goal_distance`` makes any measure exact at 0). What shaped rewards and progress
+        metrics read; ``has_potential`` says whether a family defines it."""
+        raise NotImplementedError(f"{self.name} defines no potential")
+
+    def metrics(self, state) -> dict:
+        """The family's own per-episode measures, ``{name: float[B]}`` (the reference's info
+        extras such as jigsaw's ``proportion_matched``); {} by default."""
+        return {}
+
     def goal_state(self, state):
-        """A copy of the state moved to its solved configuration."""
+        """Optional: the state moved to its solved configuration (in place; returned), for
+        ``BatchEnv.goal_frames``. Without it the goal frames come from replaying the solver,
+        as the evaluation's final-goal image does."""
+        return None
 
     # -- pixels and text ----------------------------------------------------------------------
     @abstractmethod
@@ -197,6 +217,14 @@ class Family(ABC):
                 f"{unknown[0]}: not a parameter of {cls.name} (parameters: {', '.join(sorted(known))})"
             )
         return dataclasses.replace(base, **overrides)
+
+
+def goal_distance(distance, success, out: np.ndarray) -> None:
+    """``out`` = ``distance`` where the episode is not a success, 0 where it is: a potential
+    that is 0 exactly on success states (a distance of 0 or less off success becomes the
+    smallest positive float32)."""
+    np.maximum(distance, np.finfo(np.float32).tiny, out=out, casting="unsafe")
+    out[np.asarray(success, np.bool_)] = 0.0
 
 
 def copy_state(state):

@@ -220,3 +220,57 @@ def real_array(field: str, value, trailing: tuple = (), *, positive: bool = Fals
             raise ValueError(f"{where}: must be within [-{limit[at]:g}, {limit[at]:g}], "
                              f"got {float(arr[at])!r}")
     return arr
+
+
+# ------------------------------------------------------------------------------ init states
+REQUIRED = object()
+
+
+def check_with(check, *args, **kwargs):
+    """A field check made from one of the checks above: ``check(field, value, *args,
+    **kwargs)`` (``InitSchema`` calls it with the field's full name and the value)."""
+    return lambda field, value: check(field, value, *args, **kwargs)
+
+
+class InitSchema:
+    """The fields of a family's reference init-state dicts and how each is checked, so a family
+    states its init-state format once and never re-validates fields by hand.
+
+    ``fields`` maps each field name to a check ``check(field, value) -> parsed`` (``check_with``
+    builds one from the checks above; the field name it gets is the full path, e.g.
+    ``init_states[3].current_rot``), to a nested ``InitSchema`` (a dict-valued field), or to
+    ``(check, default)`` for an optional field (absent: ``default``, unchecked). ``finish(parsed,
+    where)`` may check fields against each other and return the parsed dict (or a new one).
+    Unknown keys are ignored, as the reference ignores them."""
+
+    def __init__(self, fields: dict, finish=None):
+        self.fields = dict(fields)
+        self.finish = finish
+        self.required = tuple(name for name, spec in self.fields.items()
+                              if not isinstance(spec, tuple))
+
+    def parse(self, value, where: str) -> dict:
+        """The checked fields of one dict (ValueError naming the first bad field)."""
+        mapping(where, value, self.required)
+        parsed = {}
+        for name, spec in self.fields.items():
+            field = f"{where}.{name}"
+            if isinstance(spec, tuple):
+                check, default = spec
+                if name not in value:
+                    parsed[name] = default
+                    continue
+            else:
+                check = spec
+            if isinstance(check, InitSchema):
+                parsed[name] = check.parse(value[name], field)
+            else:
+                parsed[name] = check(field, value[name])
+        if self.finish is not None:
+            parsed = self.finish(parsed, where)
+        return parsed
+
+    def parse_all(self, init_states) -> list[dict]:
+        """Every init state checked (``init_states[k]`` in messages) before any is used, so a
+        refused batch changes nothing."""
+        return [self.parse(init, f"init_states[{k}]") for k, init in enumerate(init_states)]

@@ -62,9 +62,10 @@ import numpy as np
 
 from ..core import threads as core_threads
 from ..core.cache import BoundedCache
-from ..core.family import FAMILY_BASE, Family, copy_state
+from ..core.family import FAMILY_BASE, Family, copy_state, goal_distance
 from ..core.grammar import IGNORED, OK, STOP_ACTION, ActionBatch, ActionSpec, FloatVector
-from ..core.validate import boolean, describe, integer, mapping, one_of, real, real_array, reals
+from ..core.validate import (InitSchema, boolean, describe, integer, mapping, one_of, real,
+                             real_array, reals)
 from ..kernels import fetch_sim as sim
 from ..render import camera as cam
 from ..render import blit, raster3d, shapes3d
@@ -465,49 +466,50 @@ class FetchBase(Family):
             state.object_start[rows, :2] = object_xy[rows]
         self._start_rows(state, rows)
 
-    def _init_fields(self):
-        return ("goal_pos", "camera_config") + (("object_pos",) if self.has_object else ())
+    def _init_schema(self) -> InitSchema:
+        """The reference's fields, plus our own optional ``sim_state`` and ``gripper_cmd``
+        (mid-episode dicts) and ``object_start`` (pick and place)."""
+        def position(field, value):
+            return self._position(value, field)
+
+        fields = {"goal_pos": position,
+                  "camera_config": lambda field, value: self._camera(value, field)}
+        if self.has_object:
+            fields["object_pos"] = position
+            fields["object_start"] = (position, None)
+        fields["sim_state"] = (self._sim_state, None)
+        fields["gripper_cmd"] = (lambda field, value: one_of(field, real(field, value),
+                                                             (0.0, 1.0, -1.0)), 0.0)
+        return InitSchema(fields)
+
+    def _sim_state(self, field, value):
+        if value is None:
+            return None
+        n = self.scene.nstate
+        if not isinstance(value, (list, tuple, np.ndarray)):
+            raise ValueError(f"{field}: expected a list of {n} numbers, got "
+                             f"{type(value).__name__}")
+        arr = real_array(field, value)
+        if arr.shape != (n,):
+            raise ValueError(f"{field}: expected {n} numbers, got shape {arr.shape}")
+        return real_array(field, arr, bound=self.scene.state_bound)
 
     def load_rows(self, state, rows, init_states):
         # Every dict is checked before any row changes (BatchEnv also loads into a fresh state).
-        sc = self.scene
-        staged = []
-        for k, init in enumerate(init_states):
-            where = f"init_states[{k}]"
-            mapping(where, init, self._init_fields())
-            entry = {"goal": self._position(init["goal_pos"], f"{where}.goal_pos")}
-            if self.has_object:
-                entry["object"] = self._position(init["object_pos"], f"{where}.object_pos")
-                if "object_start" in init:
-                    entry["object"] = self._position(init["object_start"],
-                                                     f"{where}.object_start")
-            entry["camera"] = self._camera(init["camera_config"], f"{where}.camera_config")
-            sim_state = init.get("sim_state")
-            if sim_state is not None:
-                field = f"{where}.sim_state"
-                if not isinstance(sim_state, (list, tuple, np.ndarray)):
-                    raise ValueError(f"{field}: expected a list of {sc.nstate} numbers, got "
-                                     f"{type(sim_state).__name__}")
-                arr = real_array(field, sim_state)
-                if arr.shape != (sc.nstate,):
-                    raise ValueError(f"{field}: expected {sc.nstate} numbers, got shape "
-                                     f"{arr.shape}")
-                entry["sim"] = real_array(field, arr, bound=sc.state_bound)
-            cmd = real(f"{where}.gripper_cmd", init.get("gripper_cmd", 0.0))
-            entry["cmd"] = one_of(f"{where}.gripper_cmd", cmd, (0.0, 1.0, -1.0))
-            staged.append(entry)
+        staged = self._init_schema().parse_all(init_states)
         rows = np.asarray(rows, np.int64)
-        for b, entry in zip(rows.tolist(), staged):
-            state.goal[b] = entry["goal"]
-            state.camera[b] = entry["camera"]
+        for b, init in zip(rows.tolist(), staged):
+            state.goal[b] = init["goal_pos"]
+            state.camera[b] = init["camera_config"]
             if self.has_object:
-                state.object_start[b] = entry["object"]
+                start = init["object_start"]
+                state.object_start[b] = init["object_pos"] if start is None else start
         self._start_rows(state, rows)
-        with_sim = [b for b, e in zip(rows.tolist(), staged) if "sim" in e]
-        for b, entry in zip(rows.tolist(), staged):
-            if "sim" in entry:
-                state.phys[b] = entry["sim"]
-            state.gripper_cmd[b] = entry["cmd"]
+        with_sim = [b for b, init in zip(rows.tolist(), staged) if init["sim_state"] is not None]
+        for b, init in zip(rows.tolist(), staged):
+            if init["sim_state"] is not None:
+                state.phys[b] = init["sim_state"]
+            state.gripper_cmd[b] = init["gripper_cmd"]
         if with_sim:
             self._kinematics(state, np.array(with_sim, np.int64))
 
@@ -565,6 +567,19 @@ class FetchBase(Family):
         out = np.zeros(state.phys.shape[0], np.bool_)
         sim.within(self._points(state), state.goal, float(self.params.distance_threshold), out)
         return out
+
+    def distance(self, state) -> np.ndarray:
+        """float64[B]: metres from the gripper (reach) or the object (pick and place) to the
+        goal."""
+        return np.linalg.norm(self._points(state) - state.goal, axis=1)
+
+    def potential(self, state, out) -> None:
+        # Metres beyond the success distance.
+        goal_distance(self.distance(state) - float(self.params.distance_threshold),
+                      self.is_success(state), out)
+
+    def metrics(self, state) -> dict:
+        return {"distance": self.distance(state)}
 
     # -- solver -------------------------------------------------------------------------
     @abstractmethod

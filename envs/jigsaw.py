@@ -71,7 +71,7 @@ import numpy as np
 from ..core.cache import BoundedCache
 from ..core.family import Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntArray, Permutation
-from ..core.validate import describe, integer, integers, mapping
+from ..core.validate import InitSchema, describe, integer, integers
 from ..kernels.jigsaw import apply_moves, changed_rows, missing_pictures
 from ..render import blit
 from ..render.grid import draw_grid
@@ -84,7 +84,6 @@ DEFAULT_MAX_IMAGE = 640     # a 16:9 photo at the reference photos' 336-px short
 MAX_IMAGE = 4096
 ATLAS_BYTES = 512 << 20     # pictures packed per BatchEnv before its atlas starts over
 FITTED_BYTES = 256 << 20    # fitted pictures kept per family instance (shared by its envs)
-INIT_FIELDS = ("image_name", "current_state", "target_state")
 
 
 @dataclass(frozen=True)
@@ -354,36 +353,29 @@ class Jigsaw(Family):
                              f"{describe(value)}")
         return list(values)
 
-    def _parse_init(self, init, where: str):
-        mapping(where, init, INIT_FIELDS)
-        name = init["image_name"]
+    def _image_name(self, field: str, name):
+        """An init state's image: its source id and size as shown (the picture is decoded,
+        so an unreadable file is refused here, before anything changes)."""
         if not isinstance(name, str):
-            raise ValueError(f"{where}.image_name: expected an image name (str), got "
-                             f"{describe(name)}")
+            raise ValueError(f"{field}: expected an image name (str), got {describe(name)}")
         try:
             image_id = self.source.id_of(name)
         except ImageFileError:
-            raise ValueError(f"{where}.image_name: {describe(name)} is not an image of "
+            raise ValueError(f"{field}: {describe(name)} is not an image of "
                              f"{_bounded(self.source.origin, 200)} ({len(self.source)} images)"
                              ) from None
-        current = self._permutation(f"{where}.current_state", init["current_state"])
-        target = self._permutation(f"{where}.target_state", init["target_state"])
-        return image_id, current, target
+        try:
+            return image_id, self.dims(image_id)
+        except ImageFileError as error:
+            raise ValueError(f"{field}: {_bounded(error)}") from None
 
     def load_rows(self, state, rows, init_states) -> None:
-        parsed = [self._parse_init(init, f"init_states[{k}]")
-                  for k, init in enumerate(init_states)]
-        sizes = []
-        for k, (image_id, _, _) in enumerate(parsed):
-            try:
-                sizes.append(self.dims(image_id))
-            except ImageFileError as error:
-                raise ValueError(f"init_states[{k}].image_name: {_bounded(error)}") from None
-        # Everything is valid: only now write.
-        for b, (image_id, current, target), size in zip(np.asarray(rows).tolist(), parsed,
-                                                        sizes):
-            state.current[b] = current
-            state.target[b] = target
+        schema = InitSchema({"image_name": self._image_name, "current_state": self._permutation,
+                             "target_state": self._permutation})
+        for b, init in zip(np.asarray(rows).tolist(), schema.parse_all(init_states)):
+            image_id, size = init["image_name"]
+            state.current[b] = init["current_state"]
+            state.target[b] = init["target_state"]
             state.image_id[b] = image_id
             state.image_hw[b] = size
             state.changed[b] = False
@@ -407,6 +399,13 @@ class Jigsaw(Family):
         """float[B]: the fraction of positions showing their target piece (the reference's
         ``info['proportion_matched']``)."""
         return (state.current == state.target).mean(axis=1)
+
+    def potential(self, state, out) -> None:
+        # Misplaced pieces (0 exactly when solved).
+        np.sum(state.current != state.target, axis=1, out=out, dtype=np.float32)
+
+    def metrics(self, state) -> dict:
+        return {"proportion_matched": self.proportion_matched(state)}
 
     def goal_state(self, state):
         state.current[:] = state.target

@@ -63,7 +63,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, StopToken, TruncatedIntVector
-from ..core.validate import boolean, describe, integer, mapping, optional_integer
+from ..core.validate import InitSchema, boolean, describe, integer, optional_integer
 from ..kernels import segment_equations as seq
 from ..kernels.expressions import SYM_BLANK
 from ..render import raster, tiles as tile_render
@@ -332,30 +332,33 @@ class MatchstickEquation(Family):
 
     def load_rows(self, state, rows, init_states) -> None:
         levels = self.params.break_moves + 1
-        staged = []
-        for k, init in enumerate(init_states):
-            where = f"init_states[{k}]"
-            mapping(where, init, ("broken",))
-            broken = self._parse_equation(init["broken"], f"{where}.broken")
-            stack = [broken]
-            if "history" in init:
-                history = init["history"]
-                if not isinstance(history, (list, tuple)) or not 1 <= len(history) <= levels:
-                    raise ValueError(f"{where}.history: expected a list of 1..{levels} equations "
-                                     f"(the initial one plus one per move, at most break_moves "
-                                     f"= {levels - 1} moves)")
-                stack = [self._parse_equation(eq, f"{where}.history[{m}]")
-                         for m, eq in enumerate(history)]
-                if not np.array_equal(stack[0], broken):
-                    raise ValueError(f"{where}.history[0]: must equal broken (the initial "
-                                     "equation)")
-                for m in range(1, len(stack)):
-                    if stack[m].shape != broken.shape or not seq.one_move_apart(
-                            stack[m - 1].astype(np.int64), stack[m].astype(np.int64),
-                            broken.shape[0], REMOVE_TO, ADD_TO):
-                        raise ValueError(f"{where}.history[{m}]: not one legal match move away "
-                                         f"from history[{m - 1}]")
-            staged.append(stack)
+
+        def equation(field, value):
+            return self._parse_equation(value, field)
+
+        def history(field, value):
+            if not isinstance(value, (list, tuple)) or not 1 <= len(value) <= levels:
+                raise ValueError(f"{field}: expected a list of 1..{levels} equations (the "
+                                 f"initial one plus one per move, at most break_moves = "
+                                 f"{levels - 1} moves)")
+            return [self._parse_equation(eq, f"{field}[{m}]") for m, eq in enumerate(value)]
+
+        def moves_apart(parsed, where):
+            broken, stack = parsed["broken"], parsed["history"]
+            if stack is None:
+                return {**parsed, "history": [broken]}
+            if not np.array_equal(stack[0], broken):
+                raise ValueError(f"{where}.history[0]: must equal broken (the initial equation)")
+            for m in range(1, len(stack)):
+                if stack[m].shape != broken.shape or not seq.one_move_apart(
+                        stack[m - 1].astype(np.int64), stack[m].astype(np.int64),
+                        broken.shape[0], REMOVE_TO, ADD_TO):
+                    raise ValueError(f"{where}.history[{m}]: not one legal match move away "
+                                     f"from history[{m - 1}]")
+            return parsed
+
+        schema = InitSchema({"broken": equation, "history": (history, None)}, moves_apart)
+        staged = [init["history"] for init in schema.parse_all(init_states)]
         for b, stack in zip(np.asarray(rows).tolist(), staged):
             n = stack[0].shape[0]
             state.hist[b] = SYM_BLANK

@@ -67,7 +67,7 @@ import numpy as np
 
 from ..core.family import Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, FloatVector, Grammar
-from ..core.validate import describe, mapping, real, reals
+from ..core.validate import InitSchema, check_with, describe, real, reals
 from ..kernels.pose2d import (aligned_poses, plan_random_split, plan_unit_first, sample_poses,
                               step_pose_moves)
 from ..kernels.strokes import dash_pieces, dirty_tiles, segment_endpoints, tile_strokes
@@ -134,9 +134,6 @@ MIN_CANVAS, MAX_CANVAS = 1e-3, 1e6
 MAX_STICK_RATIO = 100.0
 MIN_SCALE, MAX_SCALE = 1e-3, 1e3
 MAX_HEADING = 360.0
-INIT_FIELDS = ("scale", "target_mid", "target_ang", "initial_mid", "initial_ang")
-
-
 @dataclass(frozen=True)
 class MatchstickRotationParams:
     """The reference's constructor keywords. pos_tolerance: success radius in canvas px, 0..1e6;
@@ -287,28 +284,26 @@ class MatchstickRotation(Family):
                              f"/ scale) for scale {scale:g}")
         return x, y
 
+    def _init_schema(self) -> InitSchema:
+        def inside(parsed, where):
+            for key in ("target_mid", "initial_mid"):
+                self._check_mid(f"{where}.{key}", parsed[key], parsed["scale"])
+            return parsed
+
+        heading = check_with(real, -MAX_HEADING, MAX_HEADING)
+        return InitSchema({"scale": check_with(real, MIN_SCALE, MAX_SCALE),
+                           "target_mid": check_with(reals, 2), "target_ang": heading,
+                           "initial_mid": check_with(reals, 2), "initial_ang": heading}, inside)
+
     def load_rows(self, state, rows, init_states) -> None:
-        loaded = []
-        for k, init in enumerate(init_states):
-            where = f"init_states[{k}]"
-            mapping(where, init, INIT_FIELDS)
-            scale = real(f"{where}.scale", init["scale"], MIN_SCALE, MAX_SCALE)
-            loaded.append((
-                scale,
-                self._check_mid(f"{where}.target_mid", init["target_mid"], scale),
-                real(f"{where}.target_ang", init["target_ang"], -MAX_HEADING, MAX_HEADING),
-                self._check_mid(f"{where}.initial_mid", init["initial_mid"], scale),
-                real(f"{where}.initial_ang", init["initial_ang"], -MAX_HEADING, MAX_HEADING),
-            ))
-        # Validate everything before writing anything.
-        for b, (scale, tmid, tang, mid, ang) in zip(rows, loaded):
-            state.scale[b] = scale
-            state.target_mid[b] = tmid
-            state.target_ang[b] = tang
-            state.mid[b] = mid
-            state.ang[b] = ang
-            state.prev_mid[b] = mid
-            state.prev_ang[b] = ang
+        for b, init in zip(rows, self._init_schema().parse_all(init_states)):
+            state.scale[b] = init["scale"]
+            state.target_mid[b] = init["target_mid"]
+            state.target_ang[b] = init["target_ang"]
+            state.mid[b] = init["initial_mid"]
+            state.ang[b] = init["initial_ang"]
+            state.prev_mid[b] = init["initial_mid"]
+            state.prev_ang[b] = init["initial_ang"]
 
     def to_init_state(self, state, i: int) -> dict:
         return {

@@ -32,7 +32,7 @@ from numba import njit
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntChoice
-from ..core.validate import describe, int_grid, integer, is_integer, mapping
+from ..core.validate import InitSchema, describe, int_grid, integer, is_integer
 from ..kernels.grid import generate_mazes, solve_mazes, step_moves
 from ..render import tiles as tile_render
 
@@ -129,34 +129,40 @@ def _dirty_cells(walls, agent, prev_agent, target, ids, xs, ys):
             ys[n] = r * CELL_PX
 
 
-def check_maze_init(init, where: str, height: int, width: int, extra_keys=()):
-    """Validate the maze fields of a reference init-state dict (maze_map, agent_location,
-    target_location, plus ``extra_keys`` that must be present); return (walls, agent, target).
-    ValueError names the field and the problem. ``maze_map`` must be a list of ``height`` lists
-    of ``width`` ints 0 (floor) / 1 (wall), or an integer array of that shape: its structure is
-    checked before anything is converted, so 0.5, "1" or True are refused rather than cast."""
-    mapping(where, init, ("maze_map", "agent_location", "target_location", *extra_keys))
-    walls = int_grid(f"{where}.maze_map", init["maze_map"], (height, width), 0, 1)
-    if not (walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()):
-        raise ValueError(f"{where}.maze_map: the outer ring must be wall")
-    cells = []
-    for key in ("agent_location", "target_location"):
-        cell = init[key]
-        if (not isinstance(cell, (list, tuple)) or len(cell) != 2
-                or not all(is_integer(v) for v in cell)):
-            raise ValueError(f"{where}.{key}: expected [row, col], got {describe(cell)}")
-        if not (0 <= cell[0] < height and 0 <= cell[1] < width):
-            raise ValueError(f"{where}.{key}: {describe(list(cell))} is outside the "
+def maze_schema(height: int, width: int, extra: dict | None = None) -> InitSchema:
+    """The maze fields of a reference init-state dict (maze_map, agent_location,
+    target_location, plus ``extra``), parsed to (walls, (row, col), (row, col)). ``maze_map``
+    must be a list of ``height`` lists of ``width`` ints 0 (floor) / 1 (wall), or an integer
+    array of that shape: its structure is checked before anything is converted, so 0.5, "1" or
+    True are refused rather than cast."""
+    def maze_map(field, value):
+        walls = int_grid(field, value, (height, width), 0, 1)
+        if not (walls[0].all() and walls[-1].all() and walls[:, 0].all() and walls[:, -1].all()):
+            raise ValueError(f"{field}: the outer ring must be wall")
+        return walls
+
+    def cell(field, value):
+        if (not isinstance(value, (list, tuple)) or len(value) != 2
+                or not all(is_integer(v) for v in value)):
+            raise ValueError(f"{field}: expected [row, col], got {describe(value)}")
+        if not (0 <= value[0] < height and 0 <= value[1] < width):
+            raise ValueError(f"{field}: {describe(list(value))} is outside the "
                              f"{height}x{width} maze")
-        r, c = int(cell[0]), int(cell[1])
-        if walls[r, c]:
-            raise ValueError(f"{where}.{key}: {[r, c]} is a wall cell")
-        cells.append((r, c))
-    return walls, cells[0], cells[1]
+        return int(value[0]), int(value[1])
+
+    def on_floor(parsed, where):
+        for key in ("agent_location", "target_location"):
+            r, c = parsed[key]
+            if parsed["maze_map"][r, c]:
+                raise ValueError(f"{where}.{key}: {[r, c]} is a wall cell")
+        return parsed
+
+    return InitSchema({"maze_map": maze_map, "agent_location": cell, "target_location": cell,
+                       **(extra or {})}, on_floor)
 
 
 def maze_init_state(state, i: int) -> dict:
-    """The maze fields of episode i's reference init-state dict (``check_maze_init``'s inverse)."""
+    """The maze fields of episode i's reference init-state dict (``maze_schema``'s inverse)."""
     return {
         "maze_map": state.walls[i].astype(int).tolist(),
         "agent_location": [int(v) for v in state.agent[i]],
@@ -238,15 +244,11 @@ class Maze2D(Family):
         state.prev_agent[rows] = state.agent[rows]
 
     def load_rows(self, state, rows, init_states) -> None:
-        height, width = self.shape
-        # Validate every row before writing any.
-        loaded = [check_maze_init(init, f"init_states[{k}]", height, width)
-                  for k, init in enumerate(init_states)]
-        for b, (walls, agent, target) in zip(rows, loaded):
-            state.walls[b] = walls
-            state.agent[b] = agent
-            state.target[b] = target
-            state.prev_agent[b] = agent
+        for b, init in zip(rows, maze_schema(*self.shape).parse_all(init_states)):
+            state.walls[b] = init["maze_map"]
+            state.agent[b] = init["agent_location"]
+            state.target[b] = init["target_location"]
+            state.prev_agent[b] = init["agent_location"]
 
     def to_init_state(self, state, i: int) -> dict:
         return maze_init_state(state, i)

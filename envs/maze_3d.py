@@ -64,7 +64,7 @@ from ..kernels.grid import generate_mazes
 from ..kernels.grid_heading import (FWD_DCOL, FWD_DROW, initial_headings, plan_batch,
                                     step_heading)
 from ..render import camera, raster3d
-from .maze_2d import check_maze_init, check_maze_side, maze_init_state
+from .maze_2d import check_maze_side, maze_init_state, maze_schema
 
 CELL = 10.0            # world units per maze cell (and wall height)
 EYE_Y = 5.0            # camera height: half the wall height
@@ -404,6 +404,13 @@ MESH_TABLE_BYTES = 64 << 20
 _REDRAW_SALT = np.uint64(0x6A09E667F3BCC909)
 
 
+def _heading(field: str, value) -> int:
+    """An init state's ``cam_dir``: the heading 0..3."""
+    if not is_integer(value) or not 0 <= value <= 3:
+        raise ValueError(f"{field}: expected an integer heading 0..3, got {describe(value)}")
+    return int(value)
+
+
 class Maze3D(Family):
     name = "maze_3d"
     Params = Maze3DParams
@@ -496,22 +503,12 @@ class Maze3D(Family):
         return plans, plan_len, end
 
     def load_rows(self, state, rows, init_states) -> None:
-        height, width = self.shape
-        loaded = []
-        for k, init in enumerate(init_states):
-            where = f"init_states[{k}]"
-            walls, agent, target = check_maze_init(init, where, height, width, ("cam_dir",))
-            cam_dir = init["cam_dir"]
-            if not is_integer(cam_dir) or not 0 <= cam_dir <= 3:
-                raise ValueError(f"{where}.cam_dir: expected an integer heading 0..3, got "
-                                 f"{describe(cam_dir)}")
-            loaded.append((walls, agent, target, int(cam_dir)))
-        # Validate every row before writing any.
-        for b, (walls, agent, target, cam_dir) in zip(rows, loaded):
-            state.walls[b] = walls
-            state.agent[b] = agent
-            state.target[b] = target
-            state.heading[b] = cam_dir
+        schema = maze_schema(*self.shape, {"cam_dir": _heading})
+        for b, init in zip(rows, schema.parse_all(init_states)):
+            state.walls[b] = init["maze_map"]
+            state.agent[b] = init["agent_location"]
+            state.target[b] = init["target_location"]
+            state.heading[b] = init["cam_dir"]
             state.changed[b] = False
 
     def to_init_state(self, state, i: int) -> dict:

@@ -62,9 +62,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core.family import Family
+from ..core.family import Family, goal_distance
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, FloatVector, Grammar
-from ..core.validate import describe, integer, integers, mapping, one_of, real, real_array
+from ..core.validate import (InitSchema, check_with, describe, integer, integers, one_of, real,
+                             real_array)
 from ..kernels.polycube import (BOX_FACES, BOX_SIGNS, build_cells, max_cells, sample_shapes)
 from ..kernels.rotations import (CUBE_CODEC, FRAMES, apply_payloads, format_payload,
                                  geodesic_angle, payload_radians, plan_payloads, rotate_rows,
@@ -76,7 +77,6 @@ DEFAULT_NUM_STEPS = 3
 MAX_SEGMENTS = 12
 MAX_SEGMENT_LEN = 10
 ORTHONORMAL_TOL = 1e-6
-INIT_FIELDS = ("shape_state", "secret_yaw", "secret_pitch", "secret_roll", "current_rot")
 BACKGROUND = 255
 
 
@@ -141,6 +141,18 @@ _PROMPT = (
 _FRAME_NOTES = {"object": "object's local (intrinsic) axes", "world": "world (extrinsic) axes"}
 
 
+def _rotation(field: str, value) -> np.ndarray:
+    """An init state's ``current_rot``: a 3x3 rotation matrix (orthonormal, det +1)."""
+    rot = real_array(field, value, (3, 3))
+    if rot.shape != (3, 3):
+        raise ValueError(f"{field}: expected a 3x3 matrix, got shape {rot.shape}")
+    err = float(np.abs(rot.T @ rot - np.eye(3)).max())
+    if err > ORTHONORMAL_TOL or np.linalg.det(rot) < 0:
+        raise ValueError(f"{field}: not a rotation matrix (R^T R differs from the identity by "
+                         f"{err:.3g}, det {np.linalg.det(rot):.6g})")
+    return rot
+
+
 class MentalRotation3DCube(Family):
     name = "mental_rotation_3d_cube"
     Params = MentalRotation3DCubeParams
@@ -188,33 +200,17 @@ class MentalRotation3DCube(Family):
 
     def load_rows(self, state, rows, init_states) -> None:
         n_seg = self.params.num_segments
-        hi = self.params.length_range[1]
-        loaded = []
-        for k, init in enumerate(init_states):
-            where = f"init_states[{k}]"
-            mapping(where, init, INIT_FIELDS)
-            shape = mapping(f"{where}.shape_state", init["shape_state"],
-                            ("seg_lens", "dir_indices"))
-            seg = integers(f"{where}.shape_state.seg_lens", shape["seg_lens"], n_seg, 1, hi)
-            dirs = integers(f"{where}.shape_state.dir_indices", shape["dir_indices"], n_seg, 0, 5)
-            secret = [real(f"{where}.{name}", init[name])
-                      for name in ("secret_yaw", "secret_pitch", "secret_roll")]
-            rot = real_array(f"{where}.current_rot", init["current_rot"], (3, 3))
-            if rot.shape != (3, 3):
-                raise ValueError(f"{where}.current_rot: expected a 3x3 matrix, got shape "
-                                 f"{rot.shape}")
-            err = float(np.abs(rot.T @ rot - np.eye(3)).max())
-            if err > ORTHONORMAL_TOL or np.linalg.det(rot) < 0:
-                raise ValueError(f"{where}.current_rot: not a rotation matrix (R^T R differs from "
-                                 f"the identity by {err:.3g}, det {np.linalg.det(rot):.6g})")
-            loaded.append((seg, dirs, secret, rot))
-        # Validate every row before writing any.
+        shape = InitSchema({
+            "seg_lens": check_with(integers, n_seg, 1, self.params.length_range[1]),
+            "dir_indices": check_with(integers, n_seg, 0, 5)})
+        schema = InitSchema({"shape_state": shape, "secret_yaw": real, "secret_pitch": real,
+                             "secret_roll": real, "current_rot": _rotation})
         rows = np.ascontiguousarray(rows, dtype=np.int64)
-        for b, (seg, dirs, secret, rot) in zip(rows, loaded):
-            state.seg_lens[b] = seg
-            state.dirs[b] = dirs
-            state.secret[b] = secret
-            state.rot[b] = rot
+        for b, init in zip(rows, schema.parse_all(init_states)):
+            state.seg_lens[b] = init["shape_state"]["seg_lens"]
+            state.dirs[b] = init["shape_state"]["dir_indices"]
+            state.secret[b] = [init["secret_yaw"], init["secret_pitch"], init["secret_roll"]]
+            state.rot[b] = init["current_rot"]
             state.changed[b] = False
         build_cells(state.seg_lens, state.dirs, rows, state.cells, state.n_cells)
 
@@ -241,6 +237,15 @@ class MentalRotation3DCube(Family):
 
     def is_success(self, state) -> np.ndarray:
         return self.rotation_error(state) <= self.params.angle_tol
+
+    def potential(self, state, out) -> None:
+        # Degrees of rotation beyond the tolerance.
+        error = self.rotation_error(state)
+        goal_distance(np.degrees(error - self.params.angle_tol), error <= self.params.angle_tol,
+                      out)
+
+    def metrics(self, state) -> dict:
+        return {"rotation_error": self.rotation_error(state)}
 
     def goal_state(self, state):
         """The rotation the default plan ends in (within ~0.1 degree of the identity)."""

@@ -71,10 +71,10 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.cache import BoundedCache
-from ..core.family import Family
+from ..core.family import Family, goal_distance
 from ..core.grammar import (STOP, STOP_ACTION, ActionSpec, FloatVector, Grammar, _as_number,
                             _to_float32)
-from ..core.validate import describe, integer, mapping, one_of, real, real_array
+from ..core.validate import InitSchema, describe, integer, one_of, real, real_array
 from ..kernels.rotations import (FRAMES, OBJAVERSE_CODEC, ZERO_ANGLE, axis_angle_from_matrix,
                                  euler_szyx_from_matrix, euler_szyx_matrix, format_payload,
                                  geodesic_angle, matrix_from_axis_angle, payload_radians,
@@ -86,7 +86,6 @@ from .assets import meshes
 DEFAULT_STRATEGY = "axis-angle"
 DEFAULT_NUM_STEPS = 1
 ORTHONORMAL_TOL = 1e-6
-INIT_FIELDS = ("object_path", "secret_yaw", "secret_pitch", "secret_roll", "current_rot")
 BACKGROUND = (255, 255, 255)
 AMBIENT = 0.5
 DIFFUSE = 0.4
@@ -339,22 +338,20 @@ class MentalRotation3DObjaverse(Family):
             state.changed[k] = False
 
     def load_rows(self, state, rows, init_states) -> None:
-        loaded = []
-        for k, init in enumerate(init_states):
-            where = f"init_states[{k}]"
-            mapping(where, init, INIT_FIELDS)
+        def object_path(field, value):
             try:
-                name = self.source.check_name(init["object_path"])
+                return self.source.check_name(value)
             except ValueError as exc:
-                raise ValueError(f"{where}.object_path: {exc}") from None
-            secret = [real(f"{where}.{f}", init[f])
-                      for f in ("secret_yaw", "secret_pitch", "secret_roll")]
-            rot = self._rotation(f"{where}.current_rot", init["current_rot"])
-            loaded.append((name, secret, rot))
-        objs = [self._object(name) for name, _, _ in loaded]
-        for b, obj, (_, secret, rot) in zip(np.asarray(rows, np.int64).tolist(), objs, loaded):
+                raise ValueError(f"{field}: {exc}") from None
+
+        schema = InitSchema({"object_path": object_path, "secret_yaw": real,
+                             "secret_pitch": real, "secret_roll": real,
+                             "current_rot": self._rotation})
+        loaded = schema.parse_all(init_states)
+        objs = [self._object(init["object_path"]) for init in loaded]
+        for b, obj, init in zip(np.asarray(rows, np.int64).tolist(), objs, loaded):
             state.obj[b] = obj
-            state.rot[b] = rot
+            state.rot[b] = init["current_rot"]
             state.changed[b] = False
 
     @staticmethod
@@ -403,6 +400,14 @@ class MentalRotation3DObjaverse(Family):
 
     def is_success(self, state) -> np.ndarray:
         return self.rotation_error(state) <= math.radians(self.params.tolerance)
+
+    def potential(self, state, out) -> None:
+        # Degrees of rotation beyond the tolerance.
+        error = np.degrees(self.rotation_error(state))
+        goal_distance(error - self.params.tolerance, error <= self.params.tolerance, out)
+
+    def metrics(self, state) -> dict:
+        return {"rotation_error": self.rotation_error(state)}
 
     def goal_state(self, state):
         """The rotation the default plan ends in (within ~0.1 degree of the identity)."""

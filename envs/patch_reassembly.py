@@ -62,9 +62,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core import threads
-from ..core.family import FAMILY_BASE, Family
+from ..core.family import FAMILY_BASE, Family, goal_distance
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
-from ..core.validate import describe, integer, integers, mapping
+from ..core.validate import InitSchema, describe, integer, integers
 from ..kernels.patch_reassembly import (ACT_PLACE, extents, fill_boards, generate_puzzles,
                                         render_full, render_moved, solve_puzzles, step_pieces)
 from ..render import blit
@@ -352,16 +352,18 @@ class PatchReassembly(Family):
         state.moved[rows] = -1
         state.moved_from[rows] = 0
 
-    def _parse(self, init, where: str) -> dict:
+    def _per_patch(self, field: str, value) -> list:
+        """A field with one entry per patch (the entries are checked with the tiling)."""
+        if not isinstance(value, (list, tuple)) or len(value) != self.n_patches:
+            raise ValueError(f"{field}: expected a list of {self.n_patches} entries (one per "
+                             f"patch), got {describe(value)}")
+        return list(value)
+
+    def _tiling(self, lists: dict, where: str) -> dict:
+        """The patches, anchors, parking slots and positions checked together: the patches
+        tile the board, each anchor is a cell of its patch, parked patches lie off the board,
+        placed ones do not overlap, and the parking area fits the frame capacity."""
         R, C, P = self.rows, self.cols, self.n_patches
-        mapping(where, init, INIT_FIELDS)
-        lists = {}
-        for key in INIT_FIELDS:
-            value = init[key]
-            if not isinstance(value, (list, tuple)) or len(value) != P:
-                raise ValueError(f"{where}.{key}: expected a list of {P} entries (one per "
-                                 f"patch), got {describe(value)}")
-            lists[key] = value
         owner = np.full((R, C), -1, np.int64)
         cells = []
         for k, patch in enumerate(lists["patches"]):
@@ -422,7 +424,8 @@ class PatchReassembly(Family):
         return {"offsets": offsets, "anchor": anchors, "park": parks, "pos": current}
 
     def load_rows(self, state, rows, init_states) -> None:
-        parsed = [self._parse(init, f"init_states[{k}]") for k, init in enumerate(init_states)]
+        schema = InitSchema({key: self._per_patch for key in INIT_FIELDS}, self._tiling)
+        parsed = schema.parse_all(init_states)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         for b, p in zip(rows.tolist(), parsed):
             state.offsets[b] = 0
@@ -469,6 +472,14 @@ class PatchReassembly(Family):
     def is_success(self, state) -> np.ndarray:
         # Placements never overlap, so every cell covered means a complete tiling.
         return (state.board != 0).all(axis=(1, 2)) & self.placed(state).all(axis=1)
+
+    def potential(self, state, out) -> None:
+        # Uncovered cells plus pieces off the board (0 exactly on a complete tiling).
+        missing = (state.board == 0).sum(axis=(1, 2)) + (~self.placed(state)).sum(axis=1)
+        goal_distance(missing, self.is_success(state), out)
+
+    def metrics(self, state) -> dict:
+        return {"proportion_filled": self.proportion_filled(state)}
 
     def goal_state(self, state):
         rows = np.arange(state.pos.shape[0], dtype=np.int64)

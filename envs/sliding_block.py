@@ -62,7 +62,8 @@ from numba import njit
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
-from ..core.validate import boolean, describe, integer, integers, is_integer, mapping
+from ..core.validate import (InitSchema, boolean, check_with, describe, integer, integers,
+                             is_integer, mapping)
 from ..kernels.blocks import (DIR_DCOL, DIR_DROW, PLAN_TOO_LONG, fill_board, scramble_layouts,
                               solve_layouts, step_slides)
 from ..render import tiles as tile_render
@@ -530,16 +531,11 @@ class SlidingBlock(Family):
         state.last_dir[rows] = 0
 
     def load_rows(self, state, rows, init_states) -> None:
-        layouts = []
-        for k, init in enumerate(init_states):
-            where = f"init_states[{k}]"
-            mapping(where, init, BLOCK_FIELDS)
-            parsed = {key: _parse_layout(init[key], f"{where}.{key}") for key in BLOCK_FIELDS}
-            # Our own extra field (the reference's init states have none): moves made so far.
-            parsed["moves"] = integer(f"{where}.moves", init.get("moves", 0), 0, 2**31 - 1)
-            layouts.append(parsed)
-        # Validate everything before writing anything.
-        for b, parsed in zip(rows, layouts):
+        layout = (lambda field, value: _parse_layout(value, field))
+        # Our own extra field (the reference's init states have none): moves made so far.
+        schema = InitSchema({**{key: layout for key in BLOCK_FIELDS},
+                             "moves": (check_with(integer, 0, 2**31 - 1), 0)})
+        for b, parsed in zip(rows, schema.parse_all(init_states)):
             state.original_pos[b] = parsed["original_blocks"]
             state.target_pos[b] = parsed["target_blocks"]
             state.pos[b] = parsed["current_blocks"]

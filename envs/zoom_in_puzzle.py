@@ -90,7 +90,8 @@ from ..core import threads
 from ..core.cache import BoundedCache
 from ..core.family import Family
 from ..core.grammar import STOP, ActionSpec, Grammar, IntArray, Permutation
-from ..core.validate import boolean, describe, integer, is_integer, mapping, one_of, real, reals
+from ..core.validate import (InitSchema, boolean, describe, integer, is_integer, one_of,
+                             real, reals)
 from ..kernels.zoom_in_puzzle import solved_rows, step_orders
 from ..render import blit, compose, text
 from .assets.images import ZOOM_IN_SCAN, ImageFileError, image_source
@@ -131,7 +132,6 @@ ZOOM_SETUPS = {
     "registered": dict(min_zoom_level=2.0, zoom_gap=1.0, zoom_std=0.3, nested=False),
 }
 REFERENCE_STOP = "('stop','stop')"
-INIT_FIELDS = ("image_name", "zoom_levels", "crop_boxes", "current_view_order")
 
 
 # --------------------------------------------------------------------------- params and state
@@ -426,22 +426,36 @@ class ZoomInPuzzle(Family):
             state.order[b] = order
         self._render_tiles(state, np.asarray(rows).tolist())
 
-    def _parse_init(self, init, where: str):
-        n = self.n_views
-        mapping(where, init, INIT_FIELDS)
-        name = init["image_name"]
+    def _image_name(self, field: str, name):
+        """An init state's image: its source id and (height, width), decoded now."""
         if not isinstance(name, str):
-            raise ValueError(f"{where}.image_name: expected a str, got {describe(name)}")
+            raise ValueError(f"{field}: expected a str, got {describe(name)}")
         try:
             image_id = self.source.id_of(name)
-            height, width = self._image(image_id).shape[:2]
+            return image_id, self._image(image_id).shape[:2]
         except ImageFileError as exc:
-            raise ValueError(f"{where}.image_name: {exc}") from None
-        zooms = reals(f"{where}.zoom_levels", init["zoom_levels"], n, 1e-6, 1e6)
+            raise ValueError(f"{field}: {exc}") from None
+
+    def _zoom_levels(self, field: str, value) -> list:
+        zooms = reals(field, value, self.n_views, 1e-6, 1e6)
         if any(b < a for a, b in zip(zooms, zooms[1:])):
-            raise ValueError(f"{where}.zoom_levels: must be in ascending order (crop 0 the least "
-                             f"zoomed), got {describe(list(zooms))}")
-        boxes_in = init["crop_boxes"]
+            raise ValueError(f"{field}: must be in ascending order (crop 0 the least zoomed), "
+                             f"got {describe(list(zooms))}")
+        return zooms
+
+    def _view_order(self, field: str, value) -> list:
+        n = self.n_views
+        if not isinstance(value, (list, tuple)) or len(value) != n or not all(
+                is_integer(v) for v in value) or sorted(int(v) for v in value) != list(range(n)):
+            raise ValueError(f"{field}: expected a permutation of 0..{n - 1}, got "
+                             f"{describe(value)}")
+        return [int(v) for v in value]
+
+    def _crop_boxes(self, parsed: dict, where: str) -> dict:
+        """The crop boxes, checked against the image (after every field is parsed)."""
+        n = self.n_views
+        _, (height, width) = parsed["image_name"]
+        boxes_in = parsed["crop_boxes"]
         if not isinstance(boxes_in, (list, tuple)) or len(boxes_in) != n:
             raise ValueError(f"{where}.crop_boxes: expected a list of {n} boxes "
                              f"[left, top, right, bottom], got {describe(boxes_in)}")
@@ -460,22 +474,17 @@ class ZoomInPuzzle(Family):
                 raise ValueError(f"{field}: {describe(list(box))} lies outside the "
                                  f"{width}x{height} image")
             boxes.append([left, top, right, bottom])
-        order_in = init["current_view_order"]
-        if not isinstance(order_in, (list, tuple)) or len(order_in) != n or not all(
-                is_integer(v) for v in order_in) or sorted(int(v) for v in order_in) != list(
-                range(n)):
-            raise ValueError(f"{where}.current_view_order: expected a permutation of 0..{n - 1}, "
-                             f"got {describe(order_in)}")
-        return image_id, zooms, boxes, [int(v) for v in order_in]
+        return {**parsed, "crop_boxes": boxes}
 
     def load_rows(self, state, rows, init_states) -> None:
-        parsed = [self._parse_init(init, f"init_states[{k}]")
-                  for k, init in enumerate(init_states)]
-        for b, (image_id, zooms, boxes, order) in zip(np.asarray(rows).tolist(), parsed):
-            state.image_id[b] = image_id
-            state.zoom_levels[b] = zooms
-            state.crop_boxes[b] = boxes
-            state.order[b] = order
+        schema = InitSchema({"image_name": self._image_name, "zoom_levels": self._zoom_levels,
+                             "crop_boxes": lambda field, value: value,   # checked in finish
+                             "current_view_order": self._view_order}, self._crop_boxes)
+        for b, init in zip(np.asarray(rows).tolist(), schema.parse_all(init_states)):
+            state.image_id[b] = init["image_name"][0]
+            state.zoom_levels[b] = init["zoom_levels"]
+            state.crop_boxes[b] = init["crop_boxes"]
+            state.order[b] = init["current_view_order"]
         self._render_tiles(state, np.asarray(rows).tolist())
 
     def to_init_state(self, state, i: int) -> dict:
@@ -498,6 +507,11 @@ class ZoomInPuzzle(Family):
     def goal_state(self, state):
         state.order[:] = np.arange(self.n_views, dtype=np.int32)
         return state
+
+    def potential(self, state, out) -> None:
+        # Slots not showing their own view (0 exactly when the order is the identity).
+        identity = np.arange(self.n_views, dtype=np.int32)
+        np.sum(state.order != identity, axis=1, out=out, dtype=np.float32)
 
     # -- pixels ---------------------------------------------------------------------------
     def _draw(self, state, frames, rows, work, full: bool) -> None:

@@ -1,4 +1,5 @@
 """BatchEnv's own checks: sizes refused up front, with the field named."""
+import numpy as np
 import pytest
 
 import visgym
@@ -62,3 +63,18 @@ def test_a_refused_reset_does_not_advance_the_seed_sequence():
     b.reset()
     assert a.seeds.tolist() == b.seeds.tolist()
     assert a.state_dicts() == b.state_dicts()
+
+
+@pytest.mark.parametrize("env_id", ["maze_2d/easy", "jigsaw/hard", "sliding_block/easy"])
+def test_goal_frames_of_a_family_without_goal_state_replay_the_solver(env_id, monkeypatch):
+    """goal_state is optional: without it, goal frames are where the solver's plans end (as
+    the evaluation's final-goal image is made); for these families both give the same frames."""
+    from visgym.core.family import Family
+
+    env = visgym.make(env_id, num_envs=3)
+    env.reset(seeds=[5, 6, 7])
+    exact = env.goal_frames().copy()
+    monkeypatch.setattr(type(env.family), "goal_state", Family.goal_state)
+    replayed = env.goal_frames()
+    np.testing.assert_array_equal(replayed, exact)
+    assert env.goal_frame_hw.tolist() == env.frame_hw.tolist()

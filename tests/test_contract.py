@@ -466,3 +466,42 @@ def test_masked_step_and_row_reset_leave_other_episodes_alone(env_id):
         env.reset(rows=[3])
     with pytest.raises(ValueError, match="active"):
         env.step(["x"] * 3, active=[1, 0, 1])
+
+
+POTENTIAL_IDS = [i for i in ENV_IDS if visgym.core.spec(i).family.has_potential]
+
+
+def _assert_potential_matches_success(env, when):
+    potential = env.potential()
+    assert potential.dtype == np.float32 and potential.shape == (env.num_envs,)
+    assert np.isfinite(potential).all() and (potential >= 0).all(), (when, potential)
+    np.testing.assert_array_equal(potential == 0, env.success(), err_msg=when)
+
+
+@pytest.mark.parametrize("env_id", POTENTIAL_IDS)
+def test_potential_is_zero_exactly_on_success_states(env_id):
+    """Family.potential (the distance to the goal that shaped rewards read): finite, never
+    negative, 0 exactly where is_success holds, after resets, along the solver's plans to the
+    goal, and along random steps."""
+    rng = np.random.default_rng(3)
+    n = _batch(env_id, 6)
+    env = visgym.make(env_id, num_envs=n, autoreset="disabled", max_steps=None)
+    env.reset(seeds=range(40, 40 + n))
+    _assert_potential_matches_success(env, "after reset")
+    plans = [p[:-1] for p in env.solve()]   # up to the stop: the goal state itself
+
+    def check(t, *_):
+        _assert_potential_matches_success(env, f"plan step {t}")
+
+    run_plans(env, plans, check)
+    assert (env.potential() == 0).all() and env.success().all()
+    env.reset(seeds=range(60, 60 + n))
+    for t in range(6):
+        env.step(_random_actions(env, rng, n, stops=False))
+        _assert_potential_matches_success(env, f"random step {t}")
+
+
+def test_families_without_a_potential_say_so():
+    env = visgym.make("maze_2d/easy")
+    env.reset(seeds=[0])
+    assert not env.family.has_potential and env.potential() is None
