@@ -353,6 +353,27 @@ EXIT_CODES = ("exit status: 0 done; 1 stopped by a failure to fix (an unwritable
               "continues; 2 bad arguments or settings; 130 interrupted (Ctrl-C)")
 
 
+def cmd_warmup(args) -> int:
+    from .warmup import is_cold, warm_up_all
+
+    tasks = sorted({i.split("/")[0] for i in list_envs()})
+    wanted = args.tasks.split(",") if args.tasks else tasks
+    for task in wanted:
+        if task not in tasks:
+            raise ValueError(f"--tasks: unknown task {task!r} (available: {', '.join(tasks)})")
+    if args.processes is not None and args.processes < 1:
+        raise ValueError(f"--processes: must be at least 1, got {args.processes}")
+    ids = [i for i in list_envs() if i.split("/")[0] in wanted]
+    start = time.perf_counter()
+    warm_up_all([(i, {}) for i in ids], announce=not args.quiet, processes=args.processes)
+    cold = [i for i in ids if is_cold(i)]
+    if cold:
+        raise ValueError(f"kernels of {', '.join(cold)} are still not cached (see the errors "
+                         "above; is the package folder writable?)")
+    print(f"warmup: kernels of {len(ids)} env ids cached ({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
 def cmd_list(args) -> int:
     """What --tasks takes (task families with both splits) and what --envs / visgym.make take
     (every registered id); ``--ids``: only the ids, one a line."""
@@ -524,6 +545,13 @@ def main(argv=None) -> int:
     gif.add_argument("--seed", type=int, default=0, help="seed of the first episode")
     gif.add_argument("--out", default="results/gifs")
     gif.set_defaults(func=cmd_gifs)
+    warm = sub.add_parser("warmup", help="compile (or load) every task's kernels now, the cold "
+                          "ones in parallel ('make install' runs it; later runs start warm)")
+    warm.add_argument("--tasks", default=None, help="comma-separated tasks (default: all)")
+    warm.add_argument("--processes", type=int, default=None,
+                      help="compiling processes (default: one per core)")
+    warm.add_argument("--quiet", action="store_true")
+    warm.set_defaults(func=cmd_warmup)
     lister = sub.add_parser("list", help="list the tasks (what --tasks takes) and their env ids")
     lister.add_argument("--ids", action="store_true",
                         help="only the registered env ids, one a line")

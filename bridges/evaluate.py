@@ -54,7 +54,7 @@ from .run_folder import RunFolder, provenance
 from .splits import EpisodeSpec, task_versions
 from .stepper import Steppers, kwargs_key
 from .turns import EpisodeLoop, Meter, play, step_entry
-from .warmup import warm_up
+from .warmup import warm_up_all
 
 __all__ = ["EvalConfig", "Runner", "RunAborted", "run_eval", "error_lines", "error_summary"]
 
@@ -429,16 +429,17 @@ class Runner:
 
     def _warm_up(self, todo: list) -> None:
         """Every env id's code paths once, before the first episode and before any runner
-        process is forked (bridges/warmup.py); a cold Numba cache is announced. The warm-up
+        process is forked (bridges/warmup.py: the cold ones compiled in parallel first); a cold
+        Numba cache is announced. The warm-up
         decides nothing: where it fails (a bad init state, a solver that cannot plan it), the
         episodes meet the same failure on their own path and report it there."""
         first: dict = {}
         for e in todo:
             first.setdefault(kwargs_key(e.env_id, e.make_kwargs), e)
-        for e in first.values():
-            with contextlib.suppress(Exception):
-                warm_up(e.env_id, e.make_kwargs, e.init_state, e.episode_seed % 2**64,
-                        text_mode=self.config.text_mode, announce=self.config.progress)
+        warm_up_all([(e.env_id, {"make_kwargs": e.make_kwargs, "init_state": e.init_state,
+                                 "seed": e.episode_seed % 2**64,
+                                 "text_mode": self.config.text_mode})
+                     for e in first.values()], announce=self.config.progress)
 
     async def _watch_records(self, already_done: int) -> None:
         """With several processes, progress counts the records file every half second (the
