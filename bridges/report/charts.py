@@ -45,6 +45,18 @@ def _percent_axis(img, font, plot_x0: int, plot_w: int, top: int, plot_y1: int):
     return x_of
 
 
+def _canvas(height, width, font, plot_x0, plot_w, top, plot_y1, title, title_font, margin):
+    """A white chart of ``height`` x ``width`` with its percent axis and title drawn: the
+    image, the zero row index the text calls take, and the axis' x of a rate."""
+    from ...render import text
+
+    img = np.full((1, height, width, 3), 255, dtype=np.uint8)
+    zero = np.zeros(1, dtype=np.int64)
+    x_of = _percent_axis(img, font, plot_x0, plot_w, top, plot_y1)
+    text.draw_text(img, zero, [title], margin, margin, _BLACK, title_font)
+    return img, zero, x_of
+
+
 def render_success_chart(rows: list[dict], title: str, subtitle: str = "") -> np.ndarray:
     """The success chart as an RGB uint8 image: one horizontal bar per summary row (the ALL
     rows in a darker colour), the 95 % interval as a whisker, the rate printed to the right."""
@@ -78,10 +90,8 @@ def render_success_chart(rows: list[dict], title: str, subtitle: str = "") -> np
     plot_y1 = y if rows else top + row_pitch
     height = plot_y1 + 6 + font.line_height + margin
 
-    img = np.full((1, height, width, 3), 255, dtype=np.uint8)
-    zero = np.zeros(1, dtype=np.int64)
-    x_of = _percent_axis(img, font, plot_x0, plot_w, top, plot_y1)
-    text.draw_text(img, zero, [title], margin, margin, _BLACK, title_font)
+    img, zero, x_of = _canvas(height, width, font, plot_x0, plot_w, top, plot_y1, title,
+                              title_font, margin)
     if subtitle:
         text.draw_text(img, zero, [subtitle], margin, margin + title_font.line_height + 4,
                        _AXIS, font)
@@ -172,10 +182,8 @@ def render_comparison_chart(runs: list[_Run], title: str) -> np.ndarray:
     plot_y1 = y if groups else top + bar_pitch
     height = plot_y1 + 6 + font.line_height + margin
 
-    img = np.full((1, height, width, 3), 255, dtype=np.uint8)
-    zero = np.zeros(1, dtype=np.int64)
-    x_of = _percent_axis(img, font, plot_x0, plot_w, top, plot_y1)
-    text.draw_text(img, zero, [title], margin, margin, _BLACK, title_font)
+    img, zero, x_of = _canvas(height, width, font, plot_x0, plot_w, top, plot_y1, title,
+                              title_font, margin)
     if runs:
         ly = np.array([legend_y0 + j * legend_pitch for j in range(len(runs))], np.int64)
         sw = (font.line_height - 12) // 2
