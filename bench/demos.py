@@ -23,7 +23,8 @@ from pathlib import Path
 def plain_loop(env_id: str, episodes: int, out: Path, max_long_side: int = 336) -> dict:
     """One episode at a time through gymnasium.make(env_id): per attempt reset, solve, then per
     step the prompt, the JPEG file and the step; an unsuccessful attempt is redrawn with the
-    pipeline's next attempt seed, and each episode's successful attempt is one JSONL line."""
+    pipeline's next attempt seed, and each episode's successful attempt (the one success rule,
+    core.rollout.episode_success) is one JSONL line."""
     import gymnasium
 
     import visgym  # noqa: F401
@@ -31,6 +32,7 @@ def plain_loop(env_id: str, episodes: int, out: Path, max_long_side: int = 336) 
     from ..bridges.demos import attempt_seed, init_state_hash, shipped_hashes
     from ..bridges.imaging import encode_jpeg
     from ..core.grammar import STOP_ACTION
+    from ..core.rollout import episode_success
 
     task, split = env_id.split("/")
     budget = gymnasium.spec(env_id).max_episode_steps
@@ -49,7 +51,7 @@ def plain_loop(env_id: str, episodes: int, out: Path, max_long_side: int = 336) 
                 plan = env.solve()
                 instructions = episode_instructions(env.batch, 0, False, True)
                 turns, paths, feedback = [], [], None
-                reward = 0.0
+                success = False
                 for t in range(budget):
                     action = plan[t] if t < len(plan) else STOP_ACTION
                     path = out / f"e{k:06d}_s{t:03d}.jpg"
@@ -57,12 +59,13 @@ def plain_loop(env_id: str, episodes: int, out: Path, max_long_side: int = 336) 
                     paths.append(str(path))
                     turns.extend(sharegpt_turns(turn_text(t, budget, instructions, feedback),
                                                 action))
-                    _, reward, terminated, truncated, info = env.step(action)
+                    _, _, terminated, truncated, info = env.step(action)
                     feedback = info["env_feedback"]
                     if terminated or truncated:
+                        success = episode_success(terminated, info["success"])
                         break
                 images += len(paths)
-                if reward == 1.0:
+                if success:
                     jsonl.write(json.dumps({"conversations": turns, "images": paths}) + "\n")
                     break
     elapsed = time.perf_counter() - t0

@@ -1,6 +1,6 @@
 """Conversation building: the one place where the agent loop's messages are worded and shaped.
 
-The evaluation runner (bridges/evaluate.py), the demonstration synthesizer (bridges/demos.py)
+The evaluation runner (bridges/evaluate.py), the demonstration synthesizer (bridges/demos/)
 and the demonstration benchmark (bench/demos.py) all build their prompts here, so a model is
 fine-tuned on exactly the turns it is evaluated with (spec agent_loop.md sections 2 and 4,
 sft_data.md section 1):

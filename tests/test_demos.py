@@ -13,6 +13,7 @@ from PIL import Image
 import visgym
 from visgym.bridges import demos
 from visgym.bridges.splits import tasks_with_splits
+from visgym.core.rollout import episode_success
 
 ANSWER = re.compile(r"<answer>(.*)</answer>$", re.DOTALL)
 
@@ -64,7 +65,7 @@ def test_every_conversation_replays_to_success(generated):
                     assert turns[2 * k]["value"].startswith(
                         "<image>Environment feedback: " + info["feedback"][0])
                 _, reward, terminated, _, info = env.step([action])
-            assert terminated[0] and reward[0] == 1.0
+            assert episode_success(terminated[0], info["success"][0]) and reward[0] == 1.0
             for path in record["images"]:
                 image = Image.open(out / path)
                 assert image.format == "JPEG" and max(image.size) <= 336
@@ -123,13 +124,54 @@ def test_candidates_matching_an_evaluation_episode_are_skipped(tmp_path, monkeyp
     env = visgym.make("maze_2d/easy", num_envs=1)
     env.reset(seeds=[demos.demo_seed("maze_2d", "easy", 0, 1)])
     clash = demos.init_state_hash("maze_2d", env.state_dicts()[0])
-    monkeypatch.setattr(demos, "shipped_hashes", lambda task: frozenset({clash}))
+    # generate() reads the shipped splits' hashes through the exclusion module.
+    monkeypatch.setattr(demos.exclusion, "shipped_hashes", lambda task: frozenset({clash}))
     manifest = demos.generate([cfg], tmp_path, workers=1, progress=False)
     d = manifest["datasets"]["maze_2d"]
     assert d["skipped_eval_overlap"] == 1 and clash not in d["hashes"] and d["kept"] == 3
     records = {r["episode"]: r for r in demos.iter_records(tmp_path, "maze_2d")}
     assert sorted(records) == [0, 1, 2] and records[1]["attempt"] >= 1
     assert records[1]["seed"] == demos.attempt_seed("maze_2d", "easy", 0, 1, records[1]["attempt"])
+
+
+class _ToldUnsuccessful:
+    """A rollout's BatchEnv whose row of attempt seed ``seed`` is told it did not succeed (on
+    every step, the reward untouched)."""
+
+    def __init__(self, env, seed: int):
+        self._env, self._seed, self._row = env, seed, None
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def reset(self, seeds):
+        self._row = seeds.index(self._seed) if self._seed in seeds else None
+        return self._env.reset(seeds=seeds)
+
+    def step(self, actions, active):
+        obs, reward, terminated, truncated, info = self._env.step(actions, active=active)
+        if self._row is not None:
+            info = {**info, "success": info["success"].copy()}
+            info["success"][self._row] = False
+        return obs, reward, terminated, truncated, info
+
+
+def test_an_attempt_succeeds_by_the_success_rule_not_by_its_reward(tmp_path, monkeypatch):
+    """The rollout keeps an attempt when its turn loop says it succeeded (terminated with
+    info["success"] on its last step, core.rollout.episode_success), whatever the reward: episode
+    1's first attempt, paid 1.0 on its stop but told it failed, is dropped and redrawn."""
+    from visgym.bridges.demos import rollout
+
+    seed = demos.attempt_seed("maze_2d", "easy", 0, 1, 0)
+    real = rollout.batch_env
+    monkeypatch.setattr(rollout, "batch_env",
+                        lambda *args, **kw: _ToldUnsuccessful(real(*args, **kw), seed))
+    cfg = demos.DemoConfig(task="maze_2d", episodes=3, shard_size=3)
+    manifest = demos.generate([cfg], tmp_path, workers=1, progress=False)
+    d = manifest["datasets"]["maze_2d"]
+    assert d["dropped_unsuccessful"] == 1 and d["kept"] == 3 and d["attempted"] == 4
+    records = {r["episode"]: r for r in demos.iter_records(tmp_path, "maze_2d")}
+    assert [records[k]["attempt"] for k in range(3)] == [0, 1, 0]
 
 
 def test_rerun_skips_finished_shards_and_is_byte_identical(generated, tmp_path):
