@@ -112,9 +112,11 @@ class EpisodeLoop:
 
     def take_reply(self, reply, action: str | None = None) -> str:
         """Record the agent's reply and return the action to step (read from the reply, or
-        ``action`` when the caller already knows it, as a solver's demonstration does)."""
+        ``action`` when the caller already knows it, as a solver's demonstration does). The
+        reply joins the conversation when there is one (``user_message`` was called)."""
         self._reply = reply
-        self.messages.append({"role": "assistant", "content": reply.text})
+        if self.messages:
+            self.messages.append({"role": "assistant", "content": reply.text})
         if action is None:
             action = extract_action(reply.text, self.settings.elicit_verbalization)
         self._action = action
@@ -124,7 +126,8 @@ class EpisodeLoop:
         """Record the env's result of the step; return whether the episode is over."""
         t = self.transcript
         reply = self._reply
-        t.turns.append(TurnLog(self.step, self._text, reply, self._action, result))
+        step = len(t.turns)
+        t.turns.append(TurnLog(step, self._text, reply, self._action, result))
         self._feedback = result.feedback
         t.reward += result.reward
         t.terminated, t.truncated = result.terminated, result.truncated
@@ -139,7 +142,7 @@ class EpisodeLoop:
             t.end_reason = "stop"
         elif reply.fatal:
             t.end_reason = reply.fatal
-        elif result.truncated or self.step >= self.budget:
+        elif result.truncated or step + 1 >= self.budget:
             t.end_reason = "budget"
         else:
             return False
