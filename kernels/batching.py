@@ -9,6 +9,8 @@ import functools
 
 from numba import njit
 
+from ..core.variants import renamed
+
 PARALLEL_MIN_ROWS = 512
 
 
@@ -16,8 +18,8 @@ def row_kernel(rows_arg: int):
     """Decorator: ``rows_arg`` is the position of the ``rows`` array among the arguments."""
 
     def wrap(func):
-        serial = njit(cache=True)(func)
-        parallel = njit(cache=True, parallel=True)(func)
+        serial = njit(cache=True)(renamed(func, "__serial"))
+        parallel = njit(cache=True, parallel=True)(renamed(func, "__parallel"))
 
         @functools.wraps(func)
         def call(*args):

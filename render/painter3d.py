@@ -29,6 +29,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ..core.variants import renamed
+
 # The reference's 256 px view (1.28 in at 200 dpi) in matplotlib display units.
 REFERENCE_VIEW_PX = 256.0
 AXES_X0_PX = 32.64
@@ -329,8 +331,10 @@ def _paint_all(frames, idx, x_offset, view_px, verts, n_verts, tris, n_tris, cam
 
 # Serial for a few items (waking the thread pool costs more than a view), threaded otherwise;
 # items must name distinct frames (each call here paints one view per frame).
-paint_serial = njit(cache=True)(_paint_all)
-paint_parallel = njit(cache=True, parallel=True)(_paint_all)
+# Each variant has a name (hence a Numba cache) of its own: Numba keys cache entries by
+# signature only, so both would otherwise load whichever was saved last (core/variants.py).
+paint_serial = njit(cache=True)(renamed(_paint_all, "__serial"))
+paint_parallel = njit(cache=True, parallel=True)(renamed(_paint_all, "__parallel"))
 
 
 def paint_meshes(frames: np.ndarray, idx, x_offset, view_px: int, verts, n_verts, tris,
