@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from .family import SUCCESS_MESSAGE, Family, copy_state
-from .grammar import IGNORED, INVALID_CODES, ActionBatch
+from .grammar import IGNORED, ActionBatch
 from .seeding import check_seeds, draw_seeds, next_seeds
 from .validate import describe, integer, is_integer, one_of, optional_integer
 
@@ -85,15 +85,10 @@ class BatchEnv:
         self.steps = np.zeros(batch, np.int32)
         self.seeds = np.zeros(batch, np.uint64)
         self._codes = np.zeros(batch, np.int32)
-        self._invalid = np.zeros(batch, np.bool_)
-        # code -> is it an invalid action (a lookup, so a step allocates nothing for it).
-        self._invalid_of_code = np.zeros(16 + len(family.feedback_texts), np.bool_)
-        self._invalid_of_code[list(INVALID_CODES)] = True
         self._done = np.zeros(batch, np.bool_)
         self._scratch = np.zeros(batch, np.bool_)
         self._actions = ActionBatch.empty(batch, self.grammar.width)
         self._all_rows = np.arange(batch, dtype=np.int64)
-        self._no_rows = np.zeros(0, np.int64)
         self._seed_seq = np.random.SeedSequence(seed)
         self._has_reset = False
         # Feedback text per code: 0 success, 1..15 parser/BatchEnv codes (text comes from the
@@ -130,6 +125,7 @@ class BatchEnv:
         self.seeds[rows_arr] = seed_arr
         self.steps[rows_arr] = 0
         self._codes.fill(IGNORED)   # this call took no action in any row
+        self._actions.invalid.fill(False)
         self.reward[rows_arr] = 0.0
         self.terminated[rows_arr] = False
         self.truncated[rows_arr] = False
@@ -180,6 +176,7 @@ class BatchEnv:
             np.copyto(self._actions.error, IGNORED, where=~stepped)
             np.logical_and(self._actions.move, stepped, out=self._actions.move)
             np.logical_and(self._actions.stop, stepped, out=self._actions.stop)
+            np.logical_and(self._actions.invalid, stepped, out=self._actions.invalid)
         family.step(self.state, self._actions, self.reward, self.terminated, self._codes)
         if active is None:
             self.steps += 1
@@ -193,13 +190,16 @@ class BatchEnv:
                 np.logical_and(self.truncated, active, out=self.truncated)
         # Episodes that ended on their previous step start over now, before the drawing, so
         # one drawing call covers the step and the restarts.
-        rows = np.flatnonzero(pending) if restart else self._no_rows
         if restart:
+            rows = np.flatnonzero(pending)
             new_seeds = next_seeds(self.seeds[rows])
             family.reset_rows(self.state, rows, new_seeds)
-        family.render_step(self.state, self.frames, self.work, rows)
-        if self._variable:
-            self._track_sizes(self._all_rows, all_rows=False)
+            family.render_step(self.state, self.frames, self.work, rows)
+            if self._variable:
+                # An episode's frame size is set when it starts (DESIGN "Frames").
+                self._track_sizes(rows, all_rows=True)
+        else:
+            family.render_after_step(self.state, self.frames, self.work)
 
         messages = self._actions.message
         texts = self._texts
@@ -221,11 +221,10 @@ class BatchEnv:
         return self.frames, self.reward, self.terminated, self.truncated, self._info(feedback)
 
     def _info(self, feedback: list) -> dict:
-        np.take(self._invalid_of_code, self._codes, out=self._invalid)
         return {
             "feedback": feedback,
             "code": self._codes,
-            "invalid": self._invalid,
+            "invalid": self._actions.invalid,   # the parser's error codes (INVALID_CODES)
             "success": self.family.is_success(self.state),
             "step": self.steps,
             "seed": self.seeds,

@@ -78,7 +78,8 @@ class Family(ABC):
 
     def frame_hw(self, state, out: np.ndarray) -> None:
         """Write each episode's frame size (height, width) into ``out`` (int32[B, 2]); each
-        entry at least 1 and at most the capacity. Default: the capacity for every row."""
+        entry at least 1 and at most the capacity. A size is set when the episode starts (a
+        reset or a load); steps do not change it. Default: the capacity for every row."""
         out[:, 0] = self.frame_shape[0]
         out[:, 1] = self.frame_shape[1]
 
@@ -172,9 +173,10 @@ class Family(ABC):
         self.render_rows(state, frames, np.arange(frames.shape[0], dtype=np.int64), work)
 
     def render_step(self, state, frames: np.ndarray, work, restarted: np.ndarray) -> None:
-        """Draw a step: BatchEnv calls it after ``step`` and after restarting the episodes that
-        auto-reset in it (``restarted``, row indices, often empty). Default: what the step
-        changed (``render_after_step``), then the restarted rows in full. A family whose
+        """Draw a step in which episodes auto-reset: BatchEnv calls it after ``step`` and after
+        restarting those episodes (``restarted``, row indices; a step without restarts calls
+        ``render_after_step`` alone). Default: what the step changed (``render_after_step``),
+        then the restarted rows in full. A family whose
         ``render_after_step`` already draws restarted rows in full (Fetch: a reset marks its
         rows as moved) overrides this to draw both in one pass."""
         self.render_after_step(state, frames, work)

@@ -444,7 +444,9 @@ class ActionBatch:
     (width K = the widest payload of the grammar, at least 1); error[b] is one of the codes above
     and message[b] the feedback text for an error ('' when error is OK). ``move`` and ``stop``
     are the step template's masks: rows with a valid non-stop action, rows with a valid stop
-    (whoever sets ``error`` afterwards, as BatchEnv does for rows it does not step, clears them).
+    (whoever sets ``error`` afterwards, as BatchEnv does for rows it does not step, clears them);
+    ``invalid``: rows whose text is not an action of the grammar (``INVALID_CODES``; BatchEnv
+    clears it for rows it does not step, and reports it as ``info["invalid"]``).
     A family whose feedback echoes a payload as the model spelled it (sliding_block's
     ``the block True ...``, patch_reassembly's ``the patch False ...``) records the spelling in
     its own payload kind's ints; the batch holds no Python objects.
@@ -457,6 +459,7 @@ class ActionBatch:
     message: list = field(default_factory=list)
     move: np.ndarray = None
     stop: np.ndarray = None
+    invalid: np.ndarray = None
 
     def __post_init__(self):
         batch = self.kind.shape[0]
@@ -464,6 +467,8 @@ class ActionBatch:
             self.move = np.zeros(batch, np.bool_)
         if self.stop is None:
             self.stop = np.zeros(batch, np.bool_)
+        if self.invalid is None:
+            self.invalid = np.isin(self.error, INVALID_CODES)
 
     @classmethod
     def from_arrays(cls, kind, ints, floats, error, stop_kind: int) -> "ActionBatch":
@@ -584,6 +589,7 @@ class Parser:
         # The step template's masks per vocabulary row: a valid non-stop action, a valid stop.
         self._move = np.zeros(64, np.bool_)
         self._stop = np.zeros(64, np.bool_)
+        self._invalid = np.zeros(64, np.bool_)
         self._ids = np.zeros(0, np.int64)
 
     def _intern(self, text: str) -> int:
@@ -596,6 +602,7 @@ class Parser:
             self._error = np.resize(self._error, grow)
             self._move = np.resize(self._move, grow)
             self._stop = np.resize(self._stop, grow)
+            self._invalid = np.resize(self._invalid, grow)
             self._ints = np.resize(self._ints, (grow, grammar.width))
             self._floats = np.resize(self._floats, (grow, grammar.width))
         self._kind[row] = kind
@@ -604,6 +611,7 @@ class Parser:
         self._error[row] = error
         self._stop[row] = error == OK and kind == grammar.stop_kind
         self._move[row] = error == OK and kind != grammar.stop_kind
+        self._invalid[row] = error in INVALID_CODES
         self._messages.append(message)
         if text is None or (isinstance(text, str) and len(text) <= _CACHE_MAX_TEXT):
             self._vocab[text] = row   # None: the filler of rows that are not stepped
@@ -634,6 +642,7 @@ class Parser:
                 out.error[b] = self._error[i]
                 out.move[b] = self._move[i]
                 out.stop[b] = self._stop[i]
+                out.invalid[b] = self._invalid[i]
                 out.ints[b] = self._ints[i]
                 out.floats[b] = self._floats[i]
             return out
@@ -644,6 +653,7 @@ class Parser:
         np.take(self._error, self._ids, out=out.error)
         np.take(self._move, self._ids, out=out.move)
         np.take(self._stop, self._ids, out=out.stop)
+        np.take(self._invalid, self._ids, out=out.invalid)
         np.take(self._ints, self._ids, axis=0, out=out.ints)
         np.take(self._floats, self._ids, axis=0, out=out.floats)
         # Strings too long to remember still take a table row; the table is bounded by the
