@@ -175,13 +175,15 @@ class Family(ABC):
     def render_step(self, state, frames: np.ndarray, work, restarted: np.ndarray) -> None:
         """Draw a step in which episodes auto-reset: BatchEnv calls it after ``step`` and after
         restarting those episodes (``restarted``, row indices; a step without restarts calls
-        ``render_after_step`` alone). Default: what the step changed (``render_after_step``),
-        then the restarted rows in full. A family whose
+        ``render_after_step`` alone). Default: the restarted rows in full, then what the step
+        changed (``render_after_step``; restarted rows were not stepped, and a family that
+        compares its frames with the state, as zoom_in_puzzle does, then finds them up to date
+        instead of redrawing them twice). A family whose
         ``render_after_step`` already draws restarted rows in full (Fetch: a reset marks its
         rows as moved) overrides this to draw both in one pass."""
-        self.render_after_step(state, frames, work)
         if restarted.shape[0]:
             self.render_rows(state, frames, restarted, work)
+        self.render_after_step(state, frames, work)
 
     def render_text(self, state, i: int) -> str:
         raise ValueError(f"{self.name} has no text rendering")
