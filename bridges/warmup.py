@@ -118,10 +118,11 @@ def _dispatchers(module) -> list:
         for value in vars(mod).values():
             if isinstance(value, CPUDispatcher):
                 found[id(value)] = value
-    # Kernels inlined into their callers (inline="always") are never compiled, nor cached,
-    # on their own.
+    # Kernels inlined into their callers (inline="always") are never compiled, nor cached, on
+    # their own; threaded variants (parallel=True) are compiled when a batch first needs them.
     return [d for d in found.values() if getattr(d, "_cache", None) is not None
-            and d.targetoptions.get("inline", "never") == "never"]
+            and d.targetoptions.get("inline", "never") == "never"
+            and not d.targetoptions.get("parallel")]
 
 
 def is_cold(env_id: str) -> bool:
