@@ -2,7 +2,7 @@
 
 Sources, in DESIGN's order ("Assets and real data"):
 
-1. a directory the caller names (a family's ``image_dir`` keyword);
+1. a directory the caller names (a family's ``sample_dir`` keyword, given here as ``image_dir``);
 2. else the reference's environment variable ``VIS_GYM_IMAGE_DIR``;
 3. else the published evaluation bundle's ``partial_datasets/<task>`` folder under ``bundle_root``
    (default: the working directory), when the family names its bundle task;
