@@ -38,15 +38,19 @@ def _physical_memory() -> int | None:
         return None
 
 
-def _check_frame_memory(batch: int, height: int, width: int) -> None:
-    """Refuse up front a batch whose frame buffer alone cannot fit in this machine's memory,
-    instead of a MemoryError (or the OOM killer) somewhere inside the allocation."""
-    need = int(batch) * int(height) * int(width) * 3
+def _check_frame_memory(batch: int, height: int, width: int, row_bytes: int = 0) -> None:
+    """Refuse up front a batch whose frame buffer and per-episode buffers (the family's
+    ``row_bytes``: its State and workspace) cannot fit in this machine's memory, instead of a
+    MemoryError (or the OOM killer) somewhere inside the allocations."""
+    frames = int(batch) * int(height) * int(width) * 3
+    rest = int(batch) * int(row_bytes)
+    need = frames + rest
     have = _physical_memory()
     if have is not None and need > have // 2:
         raise ValueError(
-            f"num_envs: {batch} episodes of {height}x{width} frames need {need / 2**30:.1f} GiB "
-            f"for the frame buffer alone, more than half of this machine's "
+            f"num_envs: {batch} episodes need {need / 2**30:.1f} GiB ({frames / 2**30:.1f} GiB "
+            f"for the {height}x{width} frame buffer, {rest / 2**30:.1f} GiB for the family's "
+            f"per-episode state and scratch), more than half of this machine's "
             f"{have / 2**30:.1f} GiB of memory")
 
 
@@ -70,7 +74,7 @@ class BatchEnv:
         self.parser = family.grammar.new_parser()
         batch = self.num_envs
         height, width = family.frame_shape
-        _check_frame_memory(batch, height, width)
+        _check_frame_memory(batch, height, width, family.row_bytes())
         self.state = family.new_state(batch)
         self.work = family.new_workspace(batch)
         self.frames = np.zeros((batch, height, width, 3), np.uint8)

@@ -115,6 +115,23 @@ class Family(ABC):
         """Render scratch for ``batch`` episodes, owned by the BatchEnv (None: none needed)."""
         return None
 
+    def row_bytes(self) -> int:
+        """Bytes that one more episode adds to the State and the workspace (beyond its frame):
+        what BatchEnv's memory guard counts per episode with the frame buffer, before it
+        allocates anything. Default: measured, as the arrays of ``new_state(2)`` and
+        ``new_workspace(2)`` less those of ``new_state(1)`` and ``new_workspace(1)`` (small
+        allocations, once per family instance), so per-episode buffers such as zoom_in_puzzle's
+        tiles count exactly and parts of a fixed size (a picture atlas, a shared mesh) do not; a
+        workspace part capped at some number of rows counts as if it grew with every row. A
+        family whose buffers this misses (allocated later, outside the State and workspace)
+        overrides it."""
+        cached = self.__dict__.get("_row_bytes")
+        if cached is None:
+            one = array_bytes((self.new_state(1), self.new_workspace(1)))
+            two = array_bytes((self.new_state(2), self.new_workspace(2)))
+            cached = self.__dict__["_row_bytes"] = max(0, two - one)
+        return cached
+
     def step(self, state, actions: ActionBatch, reward: np.ndarray, terminated: np.ndarray,
              feedback: np.ndarray) -> None:
         """The step template: apply parsed actions in place, writing reward, terminated and
@@ -229,6 +246,36 @@ def goal_distance(distance, success, out: np.ndarray) -> None:
     smallest positive float32)."""
     np.maximum(distance, np.finfo(np.float32).tiny, out=out, casting="unsafe")
     out[np.asarray(success, np.bool_)] = 0.0
+
+
+def array_bytes(value, depth: int = 6) -> int:
+    """Bytes of the NumPy arrays held in ``value``: arrays, tuples (States), lists, dicts and
+    plain objects' attributes, ``depth`` levels down, each buffer counted once (a view counts
+    its base array; a broadcast view what it was broadcast from)."""
+    seen: set = set()
+
+    def walk(obj, level: int) -> int:
+        if isinstance(obj, np.ndarray):
+            base = obj
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            if id(base) in seen:
+                return 0
+            seen.add(id(base))
+            return int(base.nbytes) if base.base is None else int(obj.nbytes)
+        if level >= depth or id(obj) in seen or isinstance(obj, (Family, type)):
+            return 0
+        seen.add(id(obj))
+        if isinstance(obj, (tuple, list)):
+            return sum(walk(v, level + 1) for v in obj)
+        if isinstance(obj, dict):
+            return sum(walk(v, level + 1) for v in obj.values())
+        attrs = getattr(obj, "__dict__", None)
+        if isinstance(attrs, dict):
+            return sum(walk(v, level + 1) for v in attrs.values())
+        return 0
+
+    return walk(value, 0)
 
 
 def copy_state(state):

@@ -101,7 +101,8 @@ def real(field: str, value, low: float | None = None, high: float | None = None,
 def _sequence(field: str, value, length: int, what: str):
     if isinstance(value, (str, bytes, dict)) or not isinstance(value, (list, tuple, np.ndarray)):
         raise ValueError(f"{field}: expected {what}, got {describe(value)}")
-    if len(value) != length:
+    # An array's shape, a list's length: checked before any element is looked at.
+    if (value.shape if isinstance(value, np.ndarray) else (len(value),)) != (length,):
         raise ValueError(f"{field}: expected {what}, got {describe(value)}")
     return value
 
@@ -189,24 +190,89 @@ def mapping(field: str, value, required: Iterable[str] = ()) -> dict:
     return value
 
 
-def real_array(field: str, value, trailing: tuple = (), *, positive: bool = False,
+MAX_NDIM = 64   # NumPy's own limit: a list nested deeper is no array
+
+
+def _outer_shape(value) -> tuple:
+    """The shape ``np.asarray(value)`` has if ``value`` is regular, found without converting:
+    an array's (or array-like's) ``shape``, else the lengths of a nested list/tuple along its
+    first elements (at most MAX_NDIM + 1 levels: cost independent of the value's size)."""
+    shape = []
+    while len(shape) <= MAX_NDIM:
+        if isinstance(value, (list, tuple)):
+            shape.append(len(value))
+            if not value:
+                break
+            value = value[0]
+            continue
+        if not isinstance(value, (str, bytes)):
+            try:
+                inner = getattr(value, "shape", None)
+                if isinstance(inner, tuple) and all(type(d) is int for d in inner):
+                    shape.extend(inner)
+            except Exception:  # a hostile shape property: np.asarray decides below
+                pass
+        break
+    return tuple(shape)
+
+
+def _regular(value, shape: tuple) -> bool:
+    """Whether a nested list/tuple (or array) has exactly ``shape`` at every level, walked level
+    by level: the cost is bounded by the size of ``shape``, not by the value's."""
+    if isinstance(value, (list, tuple)):
+        return bool(shape) and len(value) == shape[0] and all(_regular(v, shape[1:])
+                                                              for v in value)
+    return _outer_shape(value) == tuple(shape)
+
+
+def _shape_text(shape) -> str:
+    """A shape as NumPy prints it (at most 8 axes shown)."""
+    shape = tuple(shape)
+    if len(shape) > 8:
+        return "(" + ", ".join(str(d) for d in shape[:8]) + f", ... {len(shape)} axes)"
+    return str(shape)
+
+
+def _check_shape(field: str, shape: tuple, trailing: tuple, shapes) -> None:
+    n = len(trailing)
+    if shapes is not None:
+        if shape not in shapes:
+            want = " or ".join(_shape_text(s) for s in shapes)
+            raise ValueError(f"{field}: expected shape {want}, got shape {_shape_text(shape)}")
+    elif len(shape) < n or shape[len(shape) - n:] != tuple(trailing):
+        want = "(" + ", ".join(["..."] + [str(d) for d in trailing]) + ")"
+        raise ValueError(f"{field}: expected shape {want}, got shape {_shape_text(shape)}")
+
+
+def real_array(field: str, value, trailing: tuple = (), *, shapes=None, positive: bool = False,
                finite: bool = True, bound=None) -> np.ndarray:
     """A float64 array of real numbers (ints or floats, not bools) from an array, a nested list
     or a scalar, whose shape ends in ``trailing`` (e.g. (3,) for 3-vectors, (4, 4) for
-    matrices; any leading axes); finite unless ``finite`` is False; ``positive`` demands > 0;
-    ``bound`` (a number, or an array broadcasting against the value's shape) demands
-    |x| <= bound elementwise, and the message names the first element outside it."""
+    matrices; any leading axes) or, with ``shapes`` (a sequence of shapes), is one of
+    ``shapes``; finite unless ``finite`` is False; ``positive`` demands > 0; ``bound`` (a
+    number, or an array broadcasting against the value's shape) demands |x| <= bound
+    elementwise, and the message names the first element outside it.
+
+    The shape is checked before anything is converted (an array's ``shape``; a nested list's
+    lengths, level by level), so a huge value is refused at once: with ``shapes`` the work is
+    bounded by the largest shape named, with ``trailing`` alone by the list's depth (leading
+    axes of any length are then converted)."""
+    if shapes is not None:
+        shapes = tuple(tuple(int(d) for d in shape) for shape in shapes)
+    outer = _outer_shape(value)
+    if outer or isinstance(value, (list, tuple)):   # anything with axes: its shape first
+        _check_shape(field, outer, trailing, shapes)
+        if shapes is not None and isinstance(value, (list, tuple)) and \
+                not _regular(value, outer):          # ragged, within the shape's bounds
+            raise ValueError(f"{field}: expected real numbers, got {describe(value)}")
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError, OverflowError):  # ragged lists, hostile __array__
         arr = None
     if arr is None or arr.dtype.kind not in "iuf":
         raise ValueError(f"{field}: expected real numbers, got {describe(value)}")
+    _check_shape(field, arr.shape, trailing, shapes)
     arr = arr.astype(np.float64, copy=False)
-    n = len(trailing)
-    if arr.ndim < n or arr.shape[arr.ndim - n:] != tuple(trailing):
-        want = "(" + ", ".join(["..."] + [str(d) for d in trailing]) + ")"
-        raise ValueError(f"{field}: expected shape {want}, got shape {arr.shape}")
     if finite and not np.isfinite(arr).all():
         raise ValueError(f"{field}: expected finite numbers, got {describe(value)}")
     if positive and (arr <= 0).any():

@@ -489,9 +489,7 @@ class FetchBase(Family):
         if not isinstance(value, (list, tuple, np.ndarray)):
             raise ValueError(f"{field}: expected a list of {n} numbers, got "
                              f"{type(value).__name__}")
-        arr = real_array(field, value)
-        if arr.shape != (n,):
-            raise ValueError(f"{field}: expected {n} numbers, got shape {arr.shape}")
+        arr = real_array(field, value, shapes=((n,),))   # the shape checked before converting
         return real_array(field, arr, bound=self.scene.state_bound)
 
     def load_rows(self, state, rows, init_states):

@@ -143,9 +143,7 @@ _FRAME_NOTES = {"object": "object's local (intrinsic) axes", "world": "world (ex
 
 def _rotation(field: str, value) -> np.ndarray:
     """An init state's ``current_rot``: a 3x3 rotation matrix (orthonormal, det +1)."""
-    rot = real_array(field, value, (3, 3))
-    if rot.shape != (3, 3):
-        raise ValueError(f"{field}: expected a 3x3 matrix, got shape {rot.shape}")
+    rot = real_array(field, value, shapes=((3, 3),))   # the shape checked before converting
     err = float(np.abs(rot.T @ rot - np.eye(3)).max())
     if err > ORTHONORMAL_TOL or np.linalg.det(rot) < 0:
         raise ValueError(f"{field}: not a rotation matrix (R^T R differs from the identity by "

@@ -356,14 +356,12 @@ class MentalRotation3DObjaverse(Family):
 
     @staticmethod
     def _rotation(field: str, value) -> np.ndarray:
-        arr = real_array(field, value)
+        arr = real_array(field, value, shapes=((4, 4), (3, 3)))   # shape before converting
         if arr.shape == (4, 4):
             if np.abs(arr[3] - [0, 0, 0, 1]).max() > ORTHONORMAL_TOL or \
                     np.abs(arr[:3, 3]).max() > ORTHONORMAL_TOL:
                 raise ValueError(f"{field}: a 4x4 rotation needs last row and column (0, 0, 0, 1)")
             arr = arr[:3, :3]
-        elif arr.shape != (3, 3):
-            raise ValueError(f"{field}: expected a 4x4 (or 3x3) matrix, got shape {arr.shape}")
         err = float(np.abs(arr.T @ arr - np.eye(3)).max())
         det = float(np.linalg.det(arr))
         if err > ORTHONORMAL_TOL or det < 0:

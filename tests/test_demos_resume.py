@@ -349,6 +349,8 @@ def test_llamafactory_recipe_names_the_datasets_of_dataset_info(tmp_path, capsys
     assert values["template"] == "qwen2_vl" and values["stage"] == "sft"
     assert values["finetuning_type"] in ("lora", "full")
     assert values["image_max_pixels"] == 262144
+    # Qwen2.5-VL needs no code from its repository: the recipe does not allow it to run any.
+    assert "trust_remote_code" not in values and "No trust_remote_code" in text
     assert values["dataset_dir"] == str(out.resolve())
     info = json.loads((out / "dataset_info.json").read_text())
     names = values["dataset"].split(",")

@@ -145,12 +145,13 @@ def llamafactory_yaml(out: Path, datasets: list, cutoff: int) -> str:
 # (spec sft_data.md 6): finetuning_type: full, learning_rate: 1.0e-5, no lora_* keys, and
 # deepspeed: examples/deepspeed/ds_z2_config.json (from a LlamaFactory checkout), 8 GPUs.
 # Image paths in the records are relative to dataset_dir, which LlamaFactory resolves them against.
+# No trust_remote_code: Qwen2.5-VL is built into transformers (4.49 and later), so no code from
+# the model's repository needs to run; set it only for a model that ships its own code.
 
 ### model
 model_name_or_path: Qwen/Qwen2.5-VL-7B-Instruct
 image_max_pixels: {IMAGE_MAX_PIXELS}
 video_max_pixels: 16384
-trust_remote_code: true
 
 ### method
 stage: sft

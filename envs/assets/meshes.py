@@ -31,25 +31,46 @@ an atlas, but a 128 px view of a 900-face object shows little more). A file that
 or holds no triangles raises :class:`MeshFileError` naming the file (the reference rendered
 such objects white, silently).
 
+Before trimesh reads a file, its glTF JSON alone (a .gltf file, or a GLB's 12-byte header and
+JSON chunk: the binary body is not read) is checked (``check_gltf``): the faces it declares
+(per primitive, the ``indices`` accessor's count / 3, else the POSITION accessor's; strips and
+fans count - 2; times the nodes that instance the mesh) must be at most ``MAX_FACES``
+(1,000,000) and its vertices at most ``MAX_VERTICES``: a 2 M-face object costs about 19 s and
+0.5 GB to load, a 10 M-face one 106 s and 1.8 GB, per object and process, while Objaverse objects
+are mostly far below 1 M faces (the cap admits them; it is about what is read at all, the face
+budget about what is kept). Every buffer and image URI must be a ``data:`` URI or a relative
+path inside the file's folder (no ``..`` out of it, no absolute path, no ``file:`` or other
+scheme): trimesh 5 refuses escaping paths itself, trimesh 4 did not. A file that breaks either
+rule raises :class:`MeshFileError` naming the file and the count or URI.
+
 Meshes are cached per process (by path, mtime, size and options), read-only.
 """
 from __future__ import annotations
 
 import colorsys
+import json
 import math
 import os
+import posixpath
+import re
+import struct
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ...core.cache import BoundedCache
+from ...core.validate import describe
 
 ENV_VAR = "VIS_GYM_3D_DIR"
 BUNDLE = Path("partial_datasets") / "objaverse"
 EXTENSIONS = (".glb", ".gltf")
 PROCEDURAL_PREFIX = "procedural/"
 FACE_BUDGET = 900
+MAX_FACES = 1_000_000           # faces a file may declare at all (see the module docstring)
+MAX_VERTICES = 3 * MAX_FACES
+MAX_JSON_BYTES = 256 << 20      # a glTF JSON (a .gltf with data: URIs holds its buffers)
 DEFAULT_COLOR = (200, 200, 200)
 CACHE_ITEMS = 512
 
@@ -244,11 +265,141 @@ def cluster_faces(vertices: np.ndarray, faces: np.ndarray, budget: int):
     return sums / np.maximum(counts, 1), t[keep], keep
 
 
+_GLB_MAGIC = b"glTF"
+_JSON_CHUNK = 0x4E4F534A
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _gltf_json(path: Path) -> dict:
+    """The glTF JSON of a .gltf file or of a GLB's first chunk (the GLB's body is not read)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+            if head[:4] == _GLB_MAGIC:
+                if len(head) < 20:
+                    raise MeshFileError(f"{_show(path)}: truncated GLB header")
+                length, kind = struct.unpack_from("<II", head, 12)
+                if kind != _JSON_CHUNK:
+                    raise MeshFileError(f"{_show(path)}: the GLB's first chunk is not its JSON")
+                if length > MAX_JSON_BYTES:
+                    raise MeshFileError(f"{_show(path)}: the GLB's JSON chunk declares {length} "
+                                        f"bytes, more than the {MAX_JSON_BYTES} read")
+                text = f.read(length)
+                if len(text) != length:
+                    raise MeshFileError(f"{_show(path)}: the GLB's JSON chunk is truncated")
+            elif path.suffix.lower() == ".glb":
+                raise MeshFileError(f"{_show(path)}: not a GLB file (no glTF header)")
+            else:
+                size = os.fstat(f.fileno()).st_size
+                if size > MAX_JSON_BYTES:
+                    raise MeshFileError(f"{_show(path)}: the glTF file has {size} bytes, more "
+                                        f"than the {MAX_JSON_BYTES} read")
+                text = head + f.read()
+    except OSError as exc:
+        raise MeshFileError(f"{_show(path)}: cannot read the mesh file ({exc.strerror})") from None
+    try:
+        tree = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise MeshFileError(f"{_show(path)}: the glTF JSON does not parse "
+                            f"({str(exc)[:80]})") from None
+    if not isinstance(tree, dict):
+        raise MeshFileError(f"{_show(path)}: the glTF JSON is not an object")
+    return tree
+
+
+def _list(tree: dict, key: str) -> list:
+    value = tree.get(key, [])
+    return value if isinstance(value, list) else []
+
+
+def _accessor_count(path: Path, accessors: list, index) -> int:
+    if type(index) is not int or not 0 <= index < len(accessors) or \
+            not isinstance(accessors[index], dict):
+        raise MeshFileError(f"{_show(path)}: a primitive names accessor {describe(index)}, "
+                            f"which the glTF JSON does not have")
+    count = accessors[index].get("count")
+    if type(count) is not int or count < 0:
+        raise MeshFileError(f"{_show(path)}: accessor {index} has no valid count "
+                            f"({describe(count)})")
+    return count
+
+
+def gltf_counts(path, tree: dict | None = None) -> tuple[int, int]:
+    """(faces, vertices) that a glTF file declares in its JSON: per triangle primitive, the
+    indices accessor's count / 3 (else the POSITION accessor's; strips and fans count - 2), each
+    mesh counted once per node that instances it (at least once); vertices: POSITION counts."""
+    path = Path(path)
+    tree = _gltf_json(path) if tree is None else tree
+    accessors = _list(tree, "accessors")
+    uses: dict[int, int] = {}
+    for node in _list(tree, "nodes"):
+        mesh = node.get("mesh") if isinstance(node, dict) else None
+        if type(mesh) is int:
+            uses[mesh] = uses.get(mesh, 0) + 1
+    faces = vertices = 0
+    for m, mesh in enumerate(_list(tree, "meshes")):
+        prims = mesh.get("primitives", []) if isinstance(mesh, dict) else []
+        for prim in prims if isinstance(prims, list) else []:
+            if not isinstance(prim, dict):
+                continue
+            attributes = prim.get("attributes")
+            position = attributes.get("POSITION") if isinstance(attributes, dict) else None
+            n_vert = 0 if position is None else _accessor_count(path, accessors, position)
+            indices = prim.get("indices")
+            n = n_vert if indices is None else _accessor_count(path, accessors, indices)
+            mode = prim.get("mode", 4)
+            tris = n // 3 if mode == 4 else max(n - 2, 0) if mode in (5, 6) else 0
+            times = max(1, uses.get(m, 0))
+            faces += tris * times
+            vertices += n_vert * times
+    return faces, vertices
+
+
+def check_gltf_uris(path, tree: dict | None = None) -> None:
+    """MeshFileError unless every buffer and image URI of a glTF file is a ``data:`` URI or a
+    relative path that stays inside the file's folder."""
+    path = Path(path)
+    tree = _gltf_json(path) if tree is None else tree
+    for key in ("buffers", "images"):
+        for k, item in enumerate(_list(tree, key)):
+            uri = item.get("uri") if isinstance(item, dict) else None
+            if uri is None:
+                continue
+            if not isinstance(uri, str):
+                raise MeshFileError(f"{_show(path)}: {key}[{k}].uri is not a string")
+            if uri.startswith("data:"):
+                continue
+            for form in {uri, urllib.parse.unquote(uri)}:
+                text = form.strip().replace("\\", "/")
+                norm = posixpath.normpath(text) if text else ""
+                if (text.startswith("/") or _SCHEME.match(text) or "\x00" in text
+                        or norm == ".." or norm.startswith("../")):
+                    raise MeshFileError(
+                        f"{_show(path)}: {key}[{k}].uri {describe(uri)} points outside the "
+                        f"file's folder (only relative paths inside it and data: URIs are read)")
+
+
+def check_gltf(path, max_faces: int = MAX_FACES) -> None:
+    """Refuse, from the glTF JSON alone, a file that declares more than ``max_faces`` faces
+    (or ``MAX_VERTICES`` vertices) or whose URIs leave its folder (see the module docstring)."""
+    path = Path(path)
+    tree = _gltf_json(path)
+    check_gltf_uris(path, tree)
+    faces, vertices = gltf_counts(path, tree)
+    if faces > max_faces:
+        raise MeshFileError(f"{_show(path)}: the mesh file declares {faces} faces, more than "
+                            f"the {max_faces} loaded at most (decimate it first)")
+    if vertices > MAX_VERTICES:
+        raise MeshFileError(f"{_show(path)}: the mesh file declares {vertices} vertices, more "
+                            f"than the {MAX_VERTICES} loaded at most (decimate it first)")
+
+
 def load_glb(path, use_textures: bool = True, face_budget: int = FACE_BUDGET,
-             name: str | None = None) -> Mesh:
+             name: str | None = None, max_faces: int = MAX_FACES) -> Mesh:
     """A GLB/glTF file as a normalised :class:`Mesh` (see the module docstring)."""
     path = Path(path)
     label = name or str(path)
+    check_gltf(path, max_faces)
     try:
         import trimesh
 
