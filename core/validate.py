@@ -48,6 +48,15 @@ def describe(value) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
+def show_path(path) -> str:
+    """A path for a one-line message: long ones cut in the middle (the file name at the end is
+    kept), control characters escaped."""
+    text = str(path)
+    if len(text) > 120:
+        text = text[:50] + "..." + text[-67:]
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
 def is_integer(value) -> bool:
     """An int or NumPy integer, not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))

@@ -22,6 +22,16 @@ depth), so one source serves every family's reference rule; see ``JIGSAW_SCAN``,
 and ``COLORIZATION_SCAN``. Files are ordered by their path relative to the folder, as POSIX strings
 (the reference sorts full path strings; with one common prefix that is the same order).
 
+Links and bounds of a scan: each real folder is listed once (keyed by device and inode), so links
+back into the folder add nothing and cannot make a scan endless, and a photo reached through links
+is listed once, named by its real path relative to the folder (a link's own name is never a
+table name; a folder without links keeps its sorted relative paths exactly). A link the rule
+would follow (a folder link, or a link named like an image) that leads out of the folder raises
+:class:`ImageSourceError` naming the link: photos are read only from inside the folder named. A
+scan lists at most ``MAX_SCAN_ENTRIES`` entries (5,000,000: nine times the reference's 558k
+photos) and ``MAX_SCAN_DEPTH`` folder levels (32); past either it raises naming the folder and
+the bound. A named folder may start with ``~`` (the user's home, as ``os.path.expanduser``).
+
 Unreadable files: the scan only lists names (decoding 558k photos up front is not affordable), but
 a zero-byte file fails the scan with :class:`ImageFileError` naming it. A file that cannot be decoded
 raises :class:`ImageFileError` naming the file and the decoder's reason every time it is loaded --
@@ -35,6 +45,18 @@ uint8 RGB arrays (H, W, 3), decoded lazily and cached per process (least recentl
 out past ``CACHE_BYTES``), read-only. Built-ins are
 normalised to the reference's image scale (see :func:`normalise_size`); folder images keep their
 native size unless the family passes ``scale`` (the reference's init states address native pixels).
+
+Decoding is bounded: the size a file declares is read from its header first, and a photo of more
+than ``MAX_PIXELS`` pixels (2**26: 8192 x 8192, or any 64-megapixel shape; see the constant) is
+not decoded at its native size. Native pixels are what a source without ``scale`` hands out
+(zoom_in_puzzle's crop boxes address them; jigsaw fits pictures itself), so a reduced copy would
+change its episodes: such a photo raises :class:`ImageFileError` naming the file and its size.
+A source with ``scale`` resizes every photo anyway; there a JPEG past the cap is decoded by
+libjpeg at 1/2, 1/4 or 1/8 scale (Pillow's ``draft``), still at least the target size, then
+resized (Lanczos) to the same ``normalise_size`` as a full decode would give; other formats past
+the cap (which Pillow decodes only whole) are refused. Photos within the cap decode exactly as
+always. Pillow's own decompression-bomb refusal becomes an :class:`ImageFileError` naming the file.
+Messages quote paths and names cut to about 120 characters (``show_path``, ``describe``).
 """
 
 from __future__ import annotations
@@ -49,6 +71,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ...core.cache import BoundedCache
+from ...core.validate import describe, show_path
 
 ENV_VAR = "VIS_GYM_IMAGE_DIR"
 BUNDLE_DIR = "partial_datasets"
@@ -57,6 +80,18 @@ BUNDLE_DIR = "partial_datasets"
 #: jigsaw asks for sizes divisible by 6 so 2x2 and 3x3 grids cut into equal pieces.
 REFERENCE_SHORT_SIDE = 336
 SIZE_MULTIPLE = 6
+
+#: The most pixels decoded at a photo's native size. 2**26 = 8192 x 8192: four times the largest
+#: picture a family shows (jigsaw's max_image_height x max_image_width <= 4096 x 4096;
+#: zoom_in_puzzle's tiles are 224 px), above every common phone or camera photo (<= 50 MP) and
+#: under Pillow's own bomb warning (89.5 M pixels). Not 4096 a side: zoom_in_puzzle crops native
+#: pixels, and that would refuse an ordinary 6000 x 4000 photo. A decode at the cap peaks near
+#: 0.7 GB and takes 1-2 s (a 12000 x 12000 PNG took 2.0 GB and 10-12 s before the cap).
+MAX_PIXELS = 1 << 26
+#: A scan lists at most this many directory entries (9x the reference's 558k photos) and descends
+#: at most this many folder levels: bounds against a folder that never ends (/proc, network mounts).
+MAX_SCAN_ENTRIES = 5_000_000
+MAX_SCAN_DEPTH = 32
 
 
 class ImageSourceError(ValueError):
@@ -84,9 +119,11 @@ class ScanRule:
         if not self.extensions or not all(
             isinstance(e, str) and e.startswith(".") and len(e) > 1 for e in self.extensions
         ):
-            raise ValueError(f"ScanRule.extensions: expected suffixes like '.jpg', got {self.extensions!r}")
+            raise ValueError(f"ScanRule.extensions: expected suffixes like '.jpg', got "
+                             f"{describe(self.extensions)}")
         if self.max_depth is not None and (not isinstance(self.max_depth, int) or self.max_depth < 0):
-            raise ValueError(f"ScanRule.max_depth: expected None or an int >= 0, got {self.max_depth!r}")
+            raise ValueError(f"ScanRule.max_depth: expected None or an int >= 0, got "
+                             f"{describe(self.max_depth)}")
 
     def matches(self, filename: str) -> bool:
         if self.case_sensitive:
@@ -204,14 +241,40 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _reduce_or_refuse(im, path, scale: int | None) -> None:
+    """Past ``MAX_PIXELS`` (the size read from the header; nothing is decoded yet): draft a JPEG
+    that is resized anyway (``scale``) to the smallest libjpeg scale still at least the target,
+    else raise ImageFileError naming the file and its size (see the module docstring)."""
+    width, height = im.size
+    if width * height <= MAX_PIXELS:
+        return
+    if scale is not None and im.format == "JPEG":
+        im.draft(None, normalise_size(width, height, scale))
+        if im.width * im.height <= MAX_PIXELS:
+            return
+        why = "even at the reduced scale its target size allows"
+    elif scale is not None:
+        why = "only JPEGs are decoded at a reduced scale"
+    else:
+        why = "photos are used at their native size here, so a reduced copy would change episodes"
+    raise ImageFileError(f"{show_path(path)}: {width}x{height} px ({width * height:,} pixels) is "
+                         f"beyond the {MAX_PIXELS:,} pixels decoded at most ({why}); shrink the "
+                         f"file")
+
+
 def decode_rgb(path: Path, scale: int | None = None) -> np.ndarray:
     """Decode ``path`` to a uint8 (H, W, 3) RGB array. Transparent pixels are composited over white;
     greyscale is replicated to three channels. With ``scale``, resize (Lanczos) to
-    ``normalise_size(W, H, scale)``. Raises ImageFileError naming the file when it cannot be read."""
+    ``normalise_size(W, H, scale)`` of the native size. Past ``MAX_PIXELS`` a JPEG with ``scale``
+    is decoded reduced, anything else refused (see the module docstring). Raises ImageFileError
+    naming the file when it cannot be read."""
     from PIL import Image, UnidentifiedImageError
 
+    shown = show_path(path)
     try:
         with Image.open(path) as im:
+            target = None if scale is None else normalise_size(im.width, im.height, scale)
+            _reduce_or_refuse(im, path, scale)
             im.load()
             if im.mode == "P" and "transparency" in im.info:
                 im = im.convert("RGBA")
@@ -224,21 +287,25 @@ def decode_rgb(path: Path, scale: int | None = None) -> np.ndarray:
                 lo, hi = float(a.min()), float(a.max())
                 a = np.zeros_like(a) if hi <= lo else (a - lo) * (255.0 / (hi - lo))
                 im = Image.fromarray(np.round(a).astype(np.uint8), "L").convert("RGB")
-            else:
+            elif im.mode != "RGB":   # converting RGB to RGB would only copy it
                 im = im.convert("RGB")
-            if scale is not None:
-                size = normalise_size(im.width, im.height, scale)
-                if size != im.size:
-                    im = im.resize(size, Image.Resampling.LANCZOS)
+            if target is not None and target != im.size:
+                im = im.resize(target, Image.Resampling.LANCZOS)
             arr = np.array(im, dtype=np.uint8)
+    except ImageFileError:
+        raise
     except FileNotFoundError:
-        raise ImageFileError(f"{path}: image file does not exist") from None
+        raise ImageFileError(f"{shown}: image file does not exist") from None
     except PermissionError as e:
-        raise ImageFileError(f"{path}: image file is not readable ({e.strerror})") from None
+        raise ImageFileError(f"{shown}: image file is not readable ({e.strerror})") from None
+    except Image.DecompressionBombError as e:
+        raise ImageFileError(f"{shown}: refused by Pillow as a possible decompression bomb "
+                             f"({str(e)[:120]})") from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
-        raise ImageFileError(f"{path}: cannot decode image ({type(e).__name__}: {e})") from None
+        raise ImageFileError(f"{shown}: cannot decode image ({type(e).__name__}: "
+                             f"{str(e)[:200]})") from None
     if arr.ndim != 3 or arr.shape[2] != 3 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ImageFileError(f"{path}: decoded to an unexpected shape {arr.shape}")
+        raise ImageFileError(f"{shown}: decoded to an unexpected shape {arr.shape}")
     return arr
 
 
@@ -246,17 +313,18 @@ def _cached_decode(path: Path, scale: int | None, expected_sha256: str | None = 
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise ImageFileError(f"{path}: image file does not exist") from None
+        raise ImageFileError(f"{show_path(path)}: image file does not exist") from None
     except OSError as e:
-        raise ImageFileError(f"{path}: cannot stat image file ({e.strerror})") from None
+        raise ImageFileError(f"{show_path(path)}: cannot stat image file ({e.strerror})") from None
     key = (str(path), st.st_size, st.st_mtime_ns, scale)
 
     def decode() -> np.ndarray:
         if expected_sha256 is not None:
             got = _sha256(path)
             if got != expected_sha256:
-                raise ImageFileError(f"{path}: SHA-256 {got} does not match the manifest's "
-                                     f"{expected_sha256} (a different scikit-image data file?)")
+                raise ImageFileError(f"{show_path(path)}: SHA-256 {got} does not match the "
+                                     f"manifest's {expected_sha256} (a different scikit-image "
+                                     f"data file?)")
         arr = decode_rgb(path, scale)
         arr.setflags(write=False)
         return arr
@@ -274,47 +342,86 @@ def clear_cache() -> None:
 # ---------------------------------------------------------------------------------------------
 
 def scan_dir(root: Path, rule: ScanRule) -> tuple[str, ...]:
-    """Relative POSIX paths of the images under ``root`` per ``rule``, sorted as strings."""
+    """Relative POSIX paths of the images under ``root`` per ``rule``, sorted as strings. Each
+    real folder is listed once and each photo named by its real path relative to ``root``; links
+    out of ``root`` are refused; the scan is bounded (see the module docstring)."""
     root = Path(root)
-    if not root.exists():
-        raise ImageSourceError(f"{root}: image folder does not exist")
-    if not root.is_dir():
-        raise ImageSourceError(f"{root}: image folder path is not a directory")
-    found: list[str] = []
+    _check_dir(root, "image folder")
+    real_root = os.path.realpath(root)
+    inside = real_root.rstrip(os.sep) + os.sep   # every real path under the folder starts so
+    found: dict[str, None] = {}   # real paths of the photos, in the order found
+    listed: set[tuple[int, int]] = set()
+    entries = depth = 0
 
-    def walk(d: Path, rel: str, depth: int):
-        try:
-            with os.scandir(d) as it:
-                entries = list(it)
-        except PermissionError as e:
-            raise ImageSourceError(f"{d}: image folder is not readable ({e.strerror})") from None
-        except OSError as e:
-            raise ImageSourceError(f"{d}: cannot list image folder ({e.strerror or e})") from None
-        for e in entries:
-            if e.name.startswith("."):
-                continue
-            r = f"{rel}{e.name}"
+    def linked(e: os.DirEntry) -> str:
+        """The real path of a link the rule uses: it must stay inside the folder."""
+        real = os.path.realpath(e.path)
+        if real != real_root and not real.startswith(inside):
+            raise ImageSourceError(f"{show_path(e.path)}: a link out of the image folder (to "
+                                   f"{show_path(real)}); only what is inside the folder is read")
+        return real
+
+    # Breadth first, each level in sorted order, so a folder is listed at its least depth.
+    level = [(str(root), real_root)]
+    while level:
+        deeper = []
+        for d, real_dir in level:
             try:
-                is_dir = e.is_dir()
-                is_file = (not is_dir) and e.is_file()
-            except OSError:
-                continue
-            if is_dir:
-                if rule.max_depth is None or depth < rule.max_depth:
-                    walk(Path(e.path), r + "/", depth + 1)
-            elif is_file and rule.matches(e.name):
-                try:
-                    size = e.stat().st_size
-                except OSError as err:
-                    raise ImageFileError(f"{e.path}: cannot stat image file ({err.strerror})") from None
-                if size == 0:
-                    raise ImageFileError(f"{e.path}: image file is empty (0 bytes)")
-                found.append(r)
-
-    walk(root, "", 0)
+                st = os.stat(d)
+                if (st.st_dev, st.st_ino) in listed:
+                    continue   # reached before (a link back into the folder, an alias)
+                listed.add((st.st_dev, st.st_ino))
+                if depth > MAX_SCAN_DEPTH:
+                    raise ImageSourceError(
+                        f"{show_path(root)}: folders nested more than {MAX_SCAN_DEPTH} levels "
+                        f"deep (at {show_path(d)}), the most a scan descends")
+                real_dir = real_dir.rstrip(os.sep) + os.sep
+                descend = rule.max_depth is None or depth < rule.max_depth
+                with os.scandir(d) as it:
+                    for e in it:
+                        entries += 1
+                        if entries > MAX_SCAN_ENTRIES:
+                            raise ImageSourceError(
+                                f"{show_path(root)}: more than {MAX_SCAN_ENTRIES:,} entries under "
+                                f"the image folder, the most a scan lists (name a smaller folder)")
+                        if e.name.startswith("."):
+                            continue
+                        try:
+                            is_dir = e.is_dir()
+                            is_file = (not is_dir) and e.is_file()
+                        except OSError:
+                            continue
+                        if is_dir and descend:
+                            real = linked(e) if e.is_symlink() else real_dir + e.name
+                            deeper.append((e.path, real))
+                        elif is_file and rule.matches(e.name):
+                            real = linked(e) if e.is_symlink() else real_dir + e.name
+                            _check_file_size(e)
+                            found[real] = None
+            except PermissionError as e:
+                raise ImageSourceError(f"{show_path(d)}: image folder is not readable "
+                                       f"({e.strerror})") from None
+            except OSError as e:
+                raise ImageSourceError(f"{show_path(d)}: cannot list image folder "
+                                       f"({e.strerror or type(e).__name__})") from None
+        level = sorted(deeper)
+        depth += 1
     if not found:
-        raise ImageSourceError(f"{root}: image folder contains no image files ({rule.describe()})")
-    return tuple(sorted(found))
+        raise ImageSourceError(f"{show_path(root)}: image folder contains no image files "
+                               f"({rule.describe()})")
+    names = (real[len(inside):] for real in found)
+    return tuple(sorted(names if os.sep == "/" else (n.replace(os.sep, "/") for n in names)))
+
+
+def _check_file_size(e: os.DirEntry) -> None:
+    """A listed photo must be statable and not empty (ImageFileError naming it)."""
+    try:
+        size = e.stat().st_size
+    except OSError as err:
+        raise ImageFileError(f"{show_path(e.path)}: cannot stat image file "
+                             f"({err.strerror})") from None
+    if size == 0:
+        raise ImageFileError(f"{show_path(e.path)}: image file is empty (0 bytes)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,8 +475,8 @@ class ImageSource:
         try:
             return self._index[name]
         except (KeyError, TypeError):
-            where = self.root if self.root is not None else self.origin
-            raise ImageFileError(f"image_name {name!r}: not in the image source {where} "
+            where = show_path(self.root if self.root is not None else self.origin)
+            raise ImageFileError(f"image_name {describe(name)}: not in the image source {where} "
                                  f"({len(self.names)} images)") from None
 
     # -- pixels --------------------------------------------------------------------------------
@@ -410,7 +517,8 @@ def builtin_source(names: Sequence[str] | None = None, *, scale: int | None = RE
     else:
         unknown = [n for n in names if n not in table]
         if unknown:
-            raise ValueError(f"builtin images: unknown name(s) {unknown}; known: {sorted(table)}")
+            raise ValueError(f"builtin images: unknown name(s) {describe(unknown)}; known: "
+                             f"{sorted(table)}")
         chosen = [table[n] for n in names]
     if colour_only:
         chosen = [b for b in chosen if b.mode == "RGB"]
@@ -421,16 +529,26 @@ def builtin_source(names: Sequence[str] | None = None, *, scale: int | None = RE
         order_seed=order_seed, _sha256=tuple(b.sha256 for b in chosen))
 
 
-def _resolve_named_dir(path: Path, bundle_task: str | None, what: str) -> Path:
-    if not path.exists():
-        raise ImageSourceError(f"{path}: {what} does not exist")
-    if not path.is_dir():
-        raise ImageSourceError(f"{path}: {what} is not a directory")
+def _check_dir(path: Path, what: str) -> None:
+    """ImageSourceError naming ``what`` and the (cut) path unless ``path`` is a folder."""
+    try:
+        if not path.exists():
+            raise ImageSourceError(f"{show_path(path)}: {what} does not exist")
+        if not path.is_dir():
+            raise ImageSourceError(f"{show_path(path)}: {what} is not a directory")
+    except OSError as e:   # e.g. a name too long for the file system
+        raise ImageSourceError(f"{show_path(path)}: {what} cannot be looked up "
+                               f"({e.strerror or type(e).__name__})") from None
+
+
+def _resolve_named_dir(path: str, bundle_task: str | None, what: str) -> Path:
+    folder = Path(os.path.expanduser(path))   # an unknown ~user stays as written (not found)
+    _check_dir(folder, what)
     if bundle_task:
-        sub = path / BUNDLE_DIR / bundle_task
+        sub = folder / BUNDLE_DIR / bundle_task
         if sub.is_dir():
             return sub
-    return path
+    return folder
 
 
 def image_source(image_dir: str | os.PathLike | None = None, *, rule: ScanRule = ScanRule(),
@@ -449,11 +567,11 @@ def image_source(image_dir: str | os.PathLike | None = None, *, rule: ScanRule =
     """
     env = os.environ if env is None else env
     if image_dir is not None and str(image_dir) != "":
-        root = _resolve_named_dir(Path(image_dir), bundle_task, "image_dir")
-        origin = f"image_dir={image_dir}"
+        root = _resolve_named_dir(os.fspath(image_dir), bundle_task, "image_dir")
+        origin = f"image_dir={show_path(image_dir)}"
     elif env.get(ENV_VAR):
-        root = _resolve_named_dir(Path(env[ENV_VAR]), bundle_task, f"${ENV_VAR}")
-        origin = f"${ENV_VAR}={env[ENV_VAR]}"
+        root = _resolve_named_dir(env[ENV_VAR], bundle_task, f"${ENV_VAR}")
+        origin = f"${ENV_VAR}={show_path(env[ENV_VAR])}"
     else:
         root = None
         if bundle_task:

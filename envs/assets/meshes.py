@@ -61,7 +61,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.cache import BoundedCache
-from ...core.validate import describe
+from ...core.validate import describe, show_path
 
 ENV_VAR = "VIS_GYM_3D_DIR"
 BUNDLE = Path("partial_datasets") / "objaverse"
@@ -277,33 +277,33 @@ def _gltf_json(path: Path) -> dict:
             head = f.read(20)
             if head[:4] == _GLB_MAGIC:
                 if len(head) < 20:
-                    raise MeshFileError(f"{_show(path)}: truncated GLB header")
+                    raise MeshFileError(f"{show_path(path)}: truncated GLB header")
                 length, kind = struct.unpack_from("<II", head, 12)
                 if kind != _JSON_CHUNK:
-                    raise MeshFileError(f"{_show(path)}: the GLB's first chunk is not its JSON")
+                    raise MeshFileError(f"{show_path(path)}: the GLB's first chunk is not its JSON")
                 if length > MAX_JSON_BYTES:
-                    raise MeshFileError(f"{_show(path)}: the GLB's JSON chunk declares {length} "
+                    raise MeshFileError(f"{show_path(path)}: the GLB's JSON chunk declares {length} "
                                         f"bytes, more than the {MAX_JSON_BYTES} read")
                 text = f.read(length)
                 if len(text) != length:
-                    raise MeshFileError(f"{_show(path)}: the GLB's JSON chunk is truncated")
+                    raise MeshFileError(f"{show_path(path)}: the GLB's JSON chunk is truncated")
             elif path.suffix.lower() == ".glb":
-                raise MeshFileError(f"{_show(path)}: not a GLB file (no glTF header)")
+                raise MeshFileError(f"{show_path(path)}: not a GLB file (no glTF header)")
             else:
                 size = os.fstat(f.fileno()).st_size
                 if size > MAX_JSON_BYTES:
-                    raise MeshFileError(f"{_show(path)}: the glTF file has {size} bytes, more "
+                    raise MeshFileError(f"{show_path(path)}: the glTF file has {size} bytes, more "
                                         f"than the {MAX_JSON_BYTES} read")
                 text = head + f.read()
     except OSError as exc:
-        raise MeshFileError(f"{_show(path)}: cannot read the mesh file ({exc.strerror})") from None
+        raise MeshFileError(f"{show_path(path)}: cannot read the mesh file ({exc.strerror})") from None
     try:
         tree = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise MeshFileError(f"{_show(path)}: the glTF JSON does not parse "
+        raise MeshFileError(f"{show_path(path)}: the glTF JSON does not parse "
                             f"({str(exc)[:80]})") from None
     if not isinstance(tree, dict):
-        raise MeshFileError(f"{_show(path)}: the glTF JSON is not an object")
+        raise MeshFileError(f"{show_path(path)}: the glTF JSON is not an object")
     return tree
 
 
@@ -315,11 +315,11 @@ def _list(tree: dict, key: str) -> list:
 def _accessor_count(path: Path, accessors: list, index) -> int:
     if type(index) is not int or not 0 <= index < len(accessors) or \
             not isinstance(accessors[index], dict):
-        raise MeshFileError(f"{_show(path)}: a primitive names accessor {describe(index)}, "
+        raise MeshFileError(f"{show_path(path)}: a primitive names accessor {describe(index)}, "
                             f"which the glTF JSON does not have")
     count = accessors[index].get("count")
     if type(count) is not int or count < 0:
-        raise MeshFileError(f"{_show(path)}: accessor {index} has no valid count "
+        raise MeshFileError(f"{show_path(path)}: accessor {index} has no valid count "
                             f"({describe(count)})")
     return count
 
@@ -366,7 +366,7 @@ def check_gltf_uris(path, tree: dict | None = None) -> None:
             if uri is None:
                 continue
             if not isinstance(uri, str):
-                raise MeshFileError(f"{_show(path)}: {key}[{k}].uri is not a string")
+                raise MeshFileError(f"{show_path(path)}: {key}[{k}].uri is not a string")
             if uri.startswith("data:"):
                 continue
             for form in {uri, urllib.parse.unquote(uri)}:
@@ -375,7 +375,7 @@ def check_gltf_uris(path, tree: dict | None = None) -> None:
                 if (text.startswith("/") or _SCHEME.match(text) or "\x00" in text
                         or norm == ".." or norm.startswith("../")):
                     raise MeshFileError(
-                        f"{_show(path)}: {key}[{k}].uri {describe(uri)} points outside the "
+                        f"{show_path(path)}: {key}[{k}].uri {describe(uri)} points outside the "
                         f"file's folder (only relative paths inside it and data: URIs are read)")
 
 
@@ -387,10 +387,10 @@ def check_gltf(path, max_faces: int = MAX_FACES) -> None:
     check_gltf_uris(path, tree)
     faces, vertices = gltf_counts(path, tree)
     if faces > max_faces:
-        raise MeshFileError(f"{_show(path)}: the mesh file declares {faces} faces, more than "
+        raise MeshFileError(f"{show_path(path)}: the mesh file declares {faces} faces, more than "
                             f"the {max_faces} loaded at most (decimate it first)")
     if vertices > MAX_VERTICES:
-        raise MeshFileError(f"{_show(path)}: the mesh file declares {vertices} vertices, more "
+        raise MeshFileError(f"{show_path(path)}: the mesh file declares {vertices} vertices, more "
                             f"than the {MAX_VERTICES} loaded at most (decimate it first)")
 
 
@@ -509,23 +509,15 @@ class MeshSource:
         return _cached(key, lambda: load_glb(path, self.use_textures, self.face_budget, name))
 
 
-def _show(path) -> str:
-    """A path for a one-line message (long ones shortened, control characters escaped)."""
-    text = str(path)
-    if len(text) > 200:
-        text = text[:100] + "..." + text[-60:]
-    return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
-
-
 def _scan(root: Path) -> tuple[str, ...]:
     try:
         exists, is_dir = root.exists(), root.is_dir()
     except (OSError, ValueError) as exc:
-        raise MeshSourceError(f"{_show(root)}: not a usable folder path ({exc})") from None
+        raise MeshSourceError(f"{show_path(root)}: not a usable folder path ({exc})") from None
     if not exists:
-        raise MeshSourceError(f"{_show(root)}: the mesh folder does not exist")
+        raise MeshSourceError(f"{show_path(root)}: the mesh folder does not exist")
     if not is_dir:
-        raise MeshSourceError(f"{_show(root)}: not a folder (expected the Objaverse 'glbs' folder)")
+        raise MeshSourceError(f"{show_path(root)}: not a folder (expected the Objaverse 'glbs' folder)")
     found = []
     try:
         for dirpath, dirnames, filenames in os.walk(root):
@@ -534,9 +526,9 @@ def _scan(root: Path) -> tuple[str, ...]:
                 if not f.startswith(".") and f.lower().endswith(EXTENSIONS):
                     found.append(Path(dirpath, f).relative_to(root).as_posix())
     except OSError as exc:
-        raise MeshSourceError(f"{_show(root)}: cannot read the mesh folder ({exc})") from None
+        raise MeshSourceError(f"{show_path(root)}: cannot read the mesh folder ({exc})") from None
     if not found:
-        raise MeshSourceError(f"{_show(root)}: no .glb or .gltf files in the mesh folder (expected "
+        raise MeshSourceError(f"{show_path(root)}: no .glb or .gltf files in the mesh folder (expected "
                               f"the Objaverse layout glbs/000-xxx/<uid>.glb)")
     return tuple(sorted(found))
 
