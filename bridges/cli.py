@@ -237,6 +237,12 @@ def cmd_eval(args) -> int:
         print("Failed requests (the server's most common error per task):")
         for line in lines:
             print(f"- {line}")
+    spoiled = paths.get("server_spoiled") or 0
+    if spoiled:
+        print(f"visgym eval: {spoiled} episode(s) spoiled by the server (a request failed after "
+              "its retries): they count in no success rate; rerun with --resume to play them "
+              "again", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -349,8 +355,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 EXIT_CODES = ("exit status: 0 done; 1 stopped by a failure to fix (an unwritable or full disk, "
-              "an endpoint that fails every request): finished episodes are kept and --resume "
-              "continues; 2 bad arguments or settings; 130 interrupted (Ctrl-C)")
+              "an endpoint that fails its requests), or done with episodes the server spoiled: "
+              "finished episodes are kept and --resume continues (and replays the spoiled "
+              "ones); 2 bad arguments or settings; 130 interrupted (Ctrl-C)")
 
 
 def cmd_warmup(args) -> int:

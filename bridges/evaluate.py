@@ -44,12 +44,13 @@ from ..core.registry import spec as env_spec
 from ..core.rollout import run_plans
 from .agents import Agent, Episode
 from .conversation import episode_instructions
-from .faults import FailureBreaker, RunAborted, error_lines, error_summary, failure_reason
+from .faults import (FailureBreaker, RunAborted, error_lines, error_summary, failure_reason,
+                     server_failures)
 from .gif_jobs import GifJobs
 from .imaging import encode_jpeg_b64
 from .progress import Progress
 from .prompts import PromptSettings
-from .records import naming, to_json_line
+from .records import SERVER_ERROR, naming, record_spoiled, to_json_line
 from .run_folder import RunFolder, provenance
 from .splits import EpisodeSpec, task_versions
 from .stepper import Steppers, kwargs_key
@@ -115,16 +116,21 @@ class EvalConfig:
 
 def evaluation_record(episode: EpisodeSpec, transcript, elapsed_s: float,
                       elicit_verbalization: bool) -> dict:
-    """An episode's record (bridges/records.py's schema) from its transcript."""
+    """An episode's record (bridges/records.py's schema) from its transcript. An episode that
+    did not succeed and lost a step to the server is recorded as spoiled by it (end reason
+    ``server_error``): it counts in no success rate and a resume plays it again."""
+    server_errors = server_failures(transcript)
+    spoiled = server_errors > 0 and not transcript.success
     return {"key": episode.key, "env_id": episode.env_id, "task": episode.task,
             "split": episode.split, "index": episode.index, "seed": episode.seed,
             "episode_seed": episode.episode_seed, "init_state": episode.init_state,
             "success": transcript.success, "reward": transcript.reward,
             "steps": transcript.steps, "terminated": transcript.terminated,
-            "truncated": transcript.truncated, "end_reason": transcript.end_reason,
+            "truncated": transcript.truncated,
+            "end_reason": SERVER_ERROR if spoiled else transcript.end_reason,
             "invalid_actions": transcript.invalid_actions,
-            "error_replies": transcript.error_replies, "elapsed_s": round(elapsed_s, 3),
-            "usage": transcript.usage,
+            "error_replies": transcript.error_replies, "server_errors": server_errors,
+            "elapsed_s": round(elapsed_s, 3), "usage": transcript.usage,
             "steps_log": [step_entry(t, elicit_verbalization) for t in transcript.turns]}
 
 
@@ -277,6 +283,7 @@ class Runner:
                 self.gifs.schedule(record, frames)
             self.progress.done += 1
             self.progress.successes += bool(record["success"])
+            self.progress.spoiled += record_spoiled(record)
             self.progress.show()
 
         async def worker():
@@ -394,16 +401,19 @@ class Runner:
             self.gifs.log.messages += r["gif_messages"]
         self.gifs.report(self.folder.info)
         totals = {k: sum(r[k] for r in results) for k in ("overhead_s", "steps", "step_calls")}
+        keys = {e.key for e in self.episodes}
+        spoiled = sum(1 for key, ok in self.records.done(spoiled=True).items()
+                      if key in keys and ok is None)
         self.folder.finish(
             loop_overhead_ms_per_step=(round(totals["overhead_s"] / totals["steps"] * 1e3, 3)
                                        if totals["steps"] else None),
             step_calls=totals["step_calls"], steps=totals["steps"], processes=processes,
-            errors=error_summary(self.records))
+            errors=error_summary(self.records), server_spoiled=spoiled)
         from .report import write_summary
 
         with naming(self.out):
             paths = write_summary(str(self.out))
-        return {**paths, "errors": self.folder.info["errors"]}
+        return {**paths, "errors": self.folder.info["errors"], "server_spoiled": spoiled}
 
     def _start_children(self, todo: list, processes: int):
         """Runner processes for a multi-process run: every process sees the whole to-do list

@@ -6,14 +6,17 @@ request (``Reply.transient``, ``Reply.error_kind``). What a run does about the f
 handed is decided here, once, for every workflow that talks to an endpoint (the evaluation
 runner today, the rollout collector next):
 
-- ``FailureBreaker`` stops a run that cannot succeed (``RunAborted``; the episodes in flight
-  are not recorded, so ``--resume`` plays them again): when its first N requests all failed the
-  same way (nothing has worked yet, so the set-up is wrong), when N requests in a row failed the
-  same permanent way (a 4xx answer: an unknown model, a bad request), or at once when the agent
-  reports that the endpoint stopped answering (``error_kind == "endpoint_hung"``: several
-  requests in a row timed out, which the agent counts across concurrent requests). Transient
-  failures later in a run (5xx, a single timeout after every retry) do not trip it: servers have
-  bad minutes.
+- ``FailureBreaker`` stops a run whose endpoint fails (``RunAborted``; the episodes in flight
+  are not recorded, so ``--resume`` plays them again): when N requests in a row failed, at any
+  point of the run, each after its retries (a 4xx answer, a 5xx or a timeout that every retry
+  met again), or at once when the agent reports that the endpoint stopped answering
+  (``error_kind == "endpoint_hung"``: several attempts in a row timed out, which the agent counts
+  across concurrent requests). Any answered request resets the count.
+- ``server_failures``: the steps of a transcript whose request failed (not the model's reply: an
+  empty or refused reply, or a context-length end, is the model's outcome). An episode that did
+  not succeed and lost a step to the server is spoiled: it is recorded as such (end reason
+  ``server_error``), left out of the success rates, and played again by ``--resume``
+  (bridges/records.py).
 - ``error_summary`` / ``error_lines``: per task, the failed requests and the most common reason,
   for run.json and the end of the run's output.
 """
@@ -51,19 +54,13 @@ def _reason_key(reason: str) -> str:
     return re.sub(r"[0-9a-fA-F]*[0-9][0-9a-fA-F]*", "#", reason)
 
 
-def _is_permanent(reply) -> bool:
-    """Whether a failed request's error is one that retrying does not cure, as the agent
-    classified it (``Reply.transient`` False: a 4xx answer, a malformed chat completion)."""
-    return getattr(reply, "transient", None) is False
-
-
 class FailureBreaker:
     """See the module docstring. ``limit`` 0 never stops a run."""
 
     def __init__(self, limit: int):
         self.limit = limit
         self.answered = False      # some request of this run got an answer
-        self.key = None
+        self.keys: set = set()     # the reasons of the failures in a row, told apart by text
         self.count = 0
 
     def observe(self, reply) -> str | None:
@@ -73,28 +70,29 @@ class FailureBreaker:
         reason = failure_reason(reply)
         if reason is None:
             self.answered = True
-            self.key, self.count = None, 0
+            self.keys, self.count = set(), 0
             return None
         if getattr(reply, "error_kind", None) == HUNG:
             return shorten(reason, 200)   # the agent's text: "the endpoint stopped answering"
-        if self.answered and not _is_permanent(reply):
-            self.key, self.count = None, 0
-            return None
-        key = _reason_key(reason)
-        if key == self.key:
-            self.count += 1
-        else:
-            self.key, self.count = key, 1
+        self.count += 1
+        self.keys.add(_reason_key(reason))
         if self.count < self.limit:
             return None
-        which = f"the first {self.limit}" if not self.answered else f"{self.limit} in a row"
-        return f"{which} requests failed the same way: {shorten(reason, 200)}"
+        which = (f"the first {self.limit} requests" if not self.answered
+                 else f"{self.limit} requests in a row")
+        alike = " the same way" if len(self.keys) == 1 else ""
+        return f"{which} failed{alike}: {shorten(reason, 200)}"
 
     def check(self, reply) -> None:
         """``observe``, raising ``RunAborted`` when the run must stop."""
         stop = self.observe(reply)
         if stop is not None:
             raise RunAborted(stop)
+
+
+def server_failures(transcript) -> int:
+    """The steps of a transcript whose request failed (the server's fault, not the model's)."""
+    return sum(failure_reason(turn.reply) is not None for turn in transcript.turns)
 
 
 def error_summary(records) -> dict:

@@ -23,6 +23,7 @@ class Progress:
     requests: int = 0
     errors: int = 0
     images: int = 0
+    spoiled: int = 0                      # episodes the server spoiled (redone by --resume)
     last_error: str | None = None         # the server's text of the latest failed request
     enabled: bool = True
     style: str = "eval"                   # "eval" or "demos" (which counters the line shows)
@@ -42,6 +43,8 @@ class Progress:
         line = (f"  episodes {self.done}/{self.total}  success {rate:5.1f}%  "
                 f"requests/s {self.requests / elapsed:6.1f}  errors {self.errors}  "
                 f"{elapsed:6.0f}s")
+        if self.spoiled:
+            line += f"  spoiled by the server {self.spoiled}"
         if self.last_error:
             line += f"  last error: {shorten(self.last_error, 70)}"
         return line

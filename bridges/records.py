@@ -15,13 +15,17 @@ its guarantees, for every writer and reader (the runner, ``--resume``, the GIF r
   (``core.rollout.episode_success``: the episode terminated with ``info["success"]`` true on its
   last step); readers take it from the record and never re-derive it from the reward.
   ``invalid_actions`` counts the steps whose ``info["invalid"]`` was true (the parser's codes).
+  ``server_errors`` counts the steps whose request failed (bridges/faults.py); an episode that
+  did not succeed and has any is *spoiled by the server*: its ``end_reason`` is
+  ``server_error``, it counts in no success rate, and a resumed run plays it again.
 - **Atomic append.** A record is one locked ``O_APPEND`` write followed by ``fsync``, so
   several runner processes may share the file and lines never interleave; a write that fails
   part of the way (a full disk) is cut back off, so the file never holds half a record.
 - **Repair.** A kill -9 can leave a torn last line (no newline). ``RecordFile.repair()`` cuts
   it off before a run appends again; readers skip it.
-- **Dedupe.** The first record of a key wins (it is the one scored in the original pass); a
-  resumed run never writes a key twice, but readers do not rely on that.
+- **Dedupe.** The first record of a key wins (it is the one scored in the original pass),
+  except that a record spoiled by the server gives way to a later one of its key (the resumed
+  run's replay of that episode).
 """
 from __future__ import annotations
 
@@ -59,6 +63,14 @@ def record_key(record: dict) -> str | None:
     if record.get("env_id") is not None and record.get("index") is not None:
         return f"{record['env_id']}#{record['index']}"
     return None
+
+
+SERVER_ERROR = "server_error"
+
+
+def record_spoiled(record: dict) -> bool:
+    """Whether the server spoiled a record's episode (see the module docstring)."""
+    return record.get("end_reason") == SERVER_ERROR
 
 
 def record_success(record: dict) -> bool:
@@ -165,12 +177,18 @@ class RecordFile:
                 if record is not None and record_key(record) is not None:
                     yield record
 
-    def done(self) -> dict:
-        """``{key: success}`` of the episodes recorded (first record per key)."""
+    def done(self, spoiled: bool = False) -> dict:
+        """``{key: success}`` of the episodes recorded for good (first record per key; an
+        episode the server spoiled is not done: a resumed run plays it again). With
+        ``spoiled``, the keys whose every record is spoiled are included, mapped to None."""
         done: dict = {}
         for record in self:
             key = record_key(record)
-            done.setdefault(key, record_success(record))
+            if not record_spoiled(record):
+                if done.get(key) is None:
+                    done[key] = record_success(record)
+            elif spoiled:
+                done.setdefault(key, None)
         return done
 
     def load(self) -> Records:
@@ -181,7 +199,7 @@ class RecordFile:
         with open(self.path, "rb") as f:
             raw_lines = f.read().split(b"\n")
         records: list = []
-        seen: set = set()
+        seen: dict = {}     # key -> position in records
         garbled = duplicates = 0
         for raw in raw_lines:
             if not raw.strip():
@@ -193,8 +211,10 @@ class RecordFile:
                 continue
             if key in seen:
                 duplicates += 1
+                if record_spoiled(records[seen[key]]):
+                    records[seen[key]] = record   # the replay of a spoiled episode
                 continue
-            seen.add(key)
+            seen[key] = len(records)
             records.append(record)
         path = str(self.path)
         if garbled:

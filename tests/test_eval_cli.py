@@ -23,6 +23,7 @@ import pytest
 
 from fake_openai import FakeOpenAI
 from visgym.bridges import cli
+from visgym.bridges.records import load_records
 
 KEY_ENV = "VISGYM_TEST_KEY"
 NOT_FOUND = "The model `nope` does not exist or you do not have access to it."
@@ -304,7 +305,8 @@ def test_breaker_stops_a_run_whose_requests_fail_in_a_row_and_resume_continues(t
                                                                               capsys):
     """Three answers, then 404 (a permanent error) for every request: with --abort-after 4
     the run stops at the fourth failure in a row, inside episode 4 (requests 7-8), which is
-    not recorded; the episodes before it are, and --resume on a working server plays it."""
+    not recorded; the episodes before it are, the two that lost a step to the server as
+    spoiled by it, and --resume on a working server plays those three again."""
     out = tmp_path / "run"
     broken = {"from": 4}
     script = lambda n: (200, "no action") if n < broken["from"] else (404, NOT_FOUND)  # noqa
@@ -313,15 +315,21 @@ def test_breaker_stops_a_run_whose_requests_fail_in_a_row_and_resume_continues(t
         requests = server.count
         assert code == 1, err
         line = _one_error_line(err, "eval")
-        assert "4 in a row" in line and NOT_FOUND in line and "--resume" in line, line
+        assert "4 requests in a row" in line and NOT_FOUND in line and "--resume" in line, line
         assert requests == 7
         assert [r["index"] for r in records(out)] == [0, 1, 2]
+        assert [r["end_reason"] for r in records(out)] == ["budget", "server_error",
+                                                           "server_error"]
+        assert [r["server_errors"] for r in records(out)] == [0, 1, 2]
         # The progress line (on stderr) showed the server's text.
         assert "last error:" in err and "does not exist" in err
         broken["from"] = 10**9   # the model is served again
         code, stdout, err = main(capsys, *openai_eval(server.base_url, out, "--resume"))
     assert code == 0, err
-    assert sorted(r["index"] for r in records(out)) == [0, 1, 2, 3]
+    assert [r["index"] for r in records(out)] == [0, 1, 2, 1, 2, 3]   # spoiled ones replayed
+    kept = load_records(out)
+    assert [r["index"] for r in kept] == [0, 1, 2, 3]
+    assert not any(r["end_reason"] == "server_error" for r in kept)
     # The summary names each task's most common server error.
     assert "Failed requests" in stdout and "maze_2d/easy: 3 failed request(s)" in stdout
     assert NOT_FOUND in stdout
@@ -341,22 +349,48 @@ def test_breaker_stops_when_the_first_requests_all_fail_even_transiently(tmp_pat
     assert requests == 3 and records(out) == []
 
 
-def test_transient_errors_after_answers_do_not_stop_the_run(tmp_path, capsys):
+def test_transient_errors_in_a_row_stop_the_run_even_after_answers(tmp_path, capsys):
+    """A server that answers one request in four and fails the others with a 503 (each after
+    its retries): the failures in a row stop the run at any point, resumably, and the episodes
+    it spoiled are recorded as such, not scored as the model's failures."""
     out = tmp_path / "run"
     script = lambda n: (200, "no action") if n % 4 == 1 else (503, "overloaded")  # noqa: E731
     with ScriptedServer(script) as server:
         code, stdout, err = main(capsys, *openai_eval(server.base_url, out, "--abort-after", "2"))
-    assert code == 0, err
-    assert len(records(out)) == 4
-    assert "maze_2d/easy: 6 failed request(s)" in stdout and "overloaded" in stdout
+    assert code == 1, err
+    line = _one_error_line(err, "eval")
+    assert "2 requests in a row failed the same way" in line and "overloaded" in line, line
+    assert [r["end_reason"] for r in records(out)] == ["server_error"]
+
+
+def test_episodes_the_server_spoiled_count_in_no_rate_and_are_replayed(tmp_path, capsys):
+    """Failures that never come two in a row (--abort-after 3) do not stop the run, but each
+    episode that lost a step to the server and did not succeed is spoiled: excluded from the
+    summary's rates (its column counts it), the run exits 1 saying so, and --resume plays
+    exactly those episodes again."""
+    out = tmp_path / "run"
+    script = lambda n: (200, "no action") if n % 2 == 1 else (503, "overloaded")  # noqa: E731
+    with ScriptedServer(script) as server:
+        code, stdout, err = main(capsys, *openai_eval(server.base_url, out, "--abort-after", "3"))
+        assert code == 1 and "4 episode(s) spoiled by the server" in err, err
+        assert [r["end_reason"] for r in records(out)] == ["server_error"] * 4
+        summary = (out / "summary.csv").read_text().splitlines()
+        header, row = summary[0].split(","), summary[1].split(",")
+        assert header[-1] == "server_spoiled" and row[-1] == "4" and row[3] == "0", summary
+        code, stdout, err = main(capsys, *openai_eval(server.base_url, out, "--resume",
+                                                      "--abort-after", "3"))
+    assert len(records(out)) == 8
+    assert [r["index"] for r in load_records(out)] == [0, 1, 2, 3]
 
 
 def test_abort_after_zero_never_stops(tmp_path, capsys):
+    """Every request fails, and the run still plays every episode (each one spoiled by the
+    server, so it exits 1 saying so)."""
     out = tmp_path / "run"
     with ScriptedServer(lambda n: (404, NOT_FOUND)) as server:
         code, _, err = main(capsys, *openai_eval(server.base_url, out, "--abort-after", "0",
                                                  episodes=3))
-    assert code == 0, err
+    assert code == 1 and "3 episode(s) spoiled by the server" in err, err
     assert len(records(out)) == 3
 
 

@@ -214,7 +214,10 @@ def test_exhausted_attempts_record_the_placeholder_and_consume_the_step(tmp_path
     assert len(requests) >= len(plan) + 4
 
 
-def test_all_requests_failing_burns_the_budget(tmp_path, entries, episodes):
+def test_all_requests_failing_spoil_the_episode(tmp_path, entries, episodes):
+    """Every request fails after its retries: the placeholders use up the budget (as the
+    reference's loop does), and the episode is recorded as spoiled by the server, not as the
+    model's failure."""
     with FakeOpenAI(policy="solver", faults=lambda n, ctx: "500") as server:
         run_eval(agent_for(server), EvalConfig(out=str(tmp_path / "out"), max_steps=2,
                                                concurrency=1, gifs=False, progress=False),
@@ -223,8 +226,9 @@ def test_all_requests_failing_burns_the_budget(tmp_path, entries, episodes):
     (record,) = [json.loads(line) for line in open(tmp_path / "out" / "episodes.jsonl")]
     assert count == 8
     assert [s["reply"] for s in record["steps_log"]] == [EXHAUSTED_4] * 2
-    assert record["end_reason"] == "budget" and record["success"] is False
-    assert record["error_replies"] == 2
+    assert record["end_reason"] == "server_error" and record["success"] is False
+    assert record["truncated"] is True
+    assert record["error_replies"] == 2 and record["server_errors"] == 2
 
 
 def test_null_content_gives_the_exhaustion_placeholder(tmp_path, entries, episodes):

@@ -60,7 +60,8 @@ _FILTER_JS = """
 def _summary_table_html(rows: list[dict], anchors: dict) -> str:
     out = ["<table class=\"summary\"><thead><tr><th>Task</th><th>Split</th><th>N</th>"
            "<th>Success</th><th>95% CI</th><th>Mean steps</th><th>Invalid actions</th>"
-           "<th>Truncated</th><th>Error replies</th></tr></thead><tbody>"]
+           "<th>Truncated</th><th>Error replies</th><th>Spoiled by the server</th>"
+           "</tr></thead><tbody>"]
     for r in rows:
         if r["task"] == ALL_TASK:
             task = f"{ALL_TASK} (mean of {r['n_tasks']})"
@@ -77,7 +78,8 @@ def _summary_table_html(rows: list[dict], anchors: dict) -> str:
                    f"<td class=\"num\">{_num(r['mean_steps'])}</td>"
                    f"<td class=\"num\">{_pct(r['invalid_action_rate'])}</td>"
                    f"<td class=\"num\">{_pct(r['truncated_rate'])}</td>"
-                   f"<td class=\"num\">{_pct(r['error_reply_rate'])}</td></tr>")
+                   f"<td class=\"num\">{_pct(r['error_reply_rate'])}</td>"
+                   f"<td class=\"num\">{r['server_spoiled']}</td></tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
 

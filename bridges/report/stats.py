@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..records import record_success
+from ..records import record_spoiled, record_success
 
 ALL_TASK = "ALL"
 # Splits of the evaluation set in their natural order; any other split sorts after them.
@@ -26,6 +26,7 @@ SUMMARY_FIELDS = [
     "invalid_action_rate",
     "truncated_rate",
     "error_reply_rate",
+    "server_spoiled",
 ]
 
 
@@ -93,7 +94,9 @@ def summarize(records) -> list[dict]:
     replies per step). The ``ALL`` row holds the unweighted mean over its tasks of every rate
     and of ``mean_steps`` (the paper's per-split number: each task counts once however many
     episodes it has), totals for ``n`` and ``successes``, ``n_tasks`` tasks, and no interval,
-    since a mean of rates is not a binomial proportion.
+    since a mean of rates is not a binomial proportion. Episodes the server spoiled (records.py)
+    count in no rate and no ``n``: ``server_spoiled`` says how many there were (a resume plays
+    them again); a task all of whose episodes were spoiled has no rates (None).
     """
     groups: dict[tuple[str, str], list[dict]] = {}
     for rec in records:
@@ -103,28 +106,29 @@ def summarize(records) -> list[dict]:
     for split in sorted({s for _, s in groups}, key=_split_sort_key):
         task_rows = []
         for task in sorted(t for t, s in groups if s == split):
-            recs = groups[(task, split)]
+            recs = [r for r in groups[(task, split)] if not record_spoiled(r)]
             n = len(recs)
             successes = sum(record_success(r) for r in recs)
             steps = sum(_steps(r) for r in recs)
             invalid = sum(_int(r.get("invalid_actions")) for r in recs)
             errors = sum(_int(r.get("error_replies")) for r in recs)
             truncated = sum(bool(r.get("truncated")) for r in recs)
-            low, high = wilson_interval(successes, n)
+            low, high = wilson_interval(successes, n) if n else (None, None)
             task_rows.append({
                 "task": task,
                 "split": split,
                 "n_tasks": 1,
                 "n": n,
                 "successes": successes,
-                "success_rate": successes / n,
+                "success_rate": successes / n if n else None,
                 "ci_low": low,
                 "ci_high": high,
-                "mean_steps": steps / n,
+                "mean_steps": steps / n if n else None,
                 # Per step, not per episode: an episode that hits the budget has more chances.
                 "invalid_action_rate": invalid / steps if steps else None,
-                "truncated_rate": truncated / n,
+                "truncated_rate": truncated / n if n else None,
                 "error_reply_rate": errors / steps if steps else None,
+                "server_spoiled": len(groups[(task, split)]) - n,
             })
         rows.extend(task_rows)
         rows.append({
@@ -140,5 +144,6 @@ def summarize(records) -> list[dict]:
             "invalid_action_rate": _mean(r["invalid_action_rate"] for r in task_rows),
             "truncated_rate": _mean(r["truncated_rate"] for r in task_rows),
             "error_reply_rate": _mean(r["error_reply_rate"] for r in task_rows),
+            "server_spoiled": sum(r["server_spoiled"] for r in task_rows),
         })
     return rows

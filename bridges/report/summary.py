@@ -38,8 +38,8 @@ def _summary_markdown(run_dir: str, rows: list[dict], records: list, info: dict)
         out.append("No finished episodes yet.")
         return "\n".join(out) + "\n"
     out.append("| Task | Split | N | Success | 95% CI | Mean steps | Invalid actions "
-               "| Truncated | Error replies |")
-    out.append("|---|---|---:|---:|---|---:|---:|---:|---:|")
+               "| Truncated | Error replies | Spoiled by the server |")
+    out.append("|---|---|---:|---:|---|---:|---:|---:|---:|---:|")
     for r in rows:
         if r["task"] == ALL_TASK:
             task = f"**{ALL_TASK}** (mean of {r['n_tasks']})"
@@ -52,12 +52,15 @@ def _summary_markdown(run_dir: str, rows: list[dict], records: list, info: dict)
         out.append(
             f"| {task} | {_md_escape(r['split'])} | {r['n']} | {success} | {ci} | "
             f"{_num(r['mean_steps'])} | {_pct(r['invalid_action_rate'])} | "
-            f"{_pct(r['truncated_rate'])} | {_pct(r['error_reply_rate'])} |"
+            f"{_pct(r['truncated_rate'])} | {_pct(r['error_reply_rate'])} | "
+            f"{r['server_spoiled']} |"
         )
     out.append("")
-    out.append("Success = reward 1.0 (agent stopped on a solved state). Intervals are 95% Wilson "
-               "score intervals; ALL rows are unweighted means over tasks. Invalid-action and "
-               "error-reply rates are per step, truncation per episode.")
+    out.append("Success = the agent stopped on a solved state (reward 1.0). Intervals are 95% "
+               "Wilson score intervals; ALL rows are unweighted means over tasks. Invalid-action "
+               "and error-reply rates are per step, truncation per episode. Episodes spoiled by "
+               "the server (a request failed after its retries and the episode did not succeed) "
+               "count in no rate; `visgym eval --resume` plays them again.")
     errors = info.get("errors")
     if isinstance(errors, dict) and errors:
         out += ["", "## Failed requests", "", "| Task | Failed requests | Most common error |",
