@@ -22,6 +22,8 @@ family instance can serve several BatchEnvs.
 from __future__ import annotations
 
 import dataclasses
+import threading
+import weakref
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
 
@@ -31,6 +33,11 @@ from .grammar import STOP, ActionBatch, Grammar
 
 SUCCESS_MESSAGE = "Action executed successfully."
 FAMILY_BASE = 16  # first feedback code a family may define
+
+
+# Family.row_bytes memo, per live instance (weak keys: a dropped family drops its entry).
+_ROW_BYTES: "weakref.WeakKeyDictionary[Family, int]" = weakref.WeakKeyDictionary()
+_ROW_BYTES_LOCK = threading.Lock()
 
 
 class Family(ABC):
@@ -125,11 +132,15 @@ class Family(ABC):
         workspace part capped at some number of rows counts as if it grew with every row. A
         family whose buffers this misses (allocated later, outside the State and workspace)
         overrides it."""
-        cached = self.__dict__.get("_row_bytes")
+        # Memoized outside the instance: family instances never change after construction.
+        with _ROW_BYTES_LOCK:
+            cached = _ROW_BYTES.get(self)
         if cached is None:
             one = array_bytes((self.new_state(1), self.new_workspace(1)))
             two = array_bytes((self.new_state(2), self.new_workspace(2)))
-            cached = self.__dict__["_row_bytes"] = max(0, two - one)
+            cached = max(0, two - one)
+            with _ROW_BYTES_LOCK:
+                _ROW_BYTES[self] = cached
         return cached
 
     def step(self, state, actions: ActionBatch, reward: np.ndarray, terminated: np.ndarray,
