@@ -303,6 +303,7 @@ class PatchReassembly(Family):
                        ActionSpec("remove", RemovePayload(5)), STOP])  # per instance: __init__
     has_text_mode = True
     solver_strategies = ()
+    version = 2   # 2: solve() is bounded; past its search budget it plans another completing tiling
     search_budget = SEARCH_BUDGET
 
     def __init__(self, params: PatchReassemblyParams):
