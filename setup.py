@@ -9,7 +9,7 @@ from setuptools import Extension, setup
 
 COMPILE_ARGS = ["-O3", "-ffast-math", "-fno-finite-math-only"]
 
-MODULES = ("_raster", "_tiles", "_raster3d", "_jpeg", "_resize", "_compose", "_blit", "_coeffs")  # render/<name>.pyx -> visgym.render.<name>
+MODULES = ("_raster", "_tiles", "_raster3d", "_jpeg", "_resize", "_blit", "_coeffs")  # render/<name>.pyx -> visgym.render.<name>
 
 KERNEL_MODULES = ("_mjloop",)  # kernels/<name>.pyx -> visgym.kernels.<name>
 

@@ -167,7 +167,7 @@ def _as_rgb(frame, i: int) -> np.ndarray:
 
 
 def _scale_to_width(frame: np.ndarray, width: int) -> np.ndarray:
-    from ..render import raster
+    from ..render import resample
 
     h, w = frame.shape[:2]
     if w == width:
@@ -180,9 +180,9 @@ def _scale_to_width(frame: np.ndarray, width: int) -> np.ndarray:
     dst = np.empty((1, height, width, 3), dtype=np.uint8)
     src = frame[None]
     if width > w:
-        raster.resize_bilinear(src, dst)
+        resample.bilinear(src, dst)
     else:
-        raster.resize_area(src, dst)  # area averaging avoids aliasing when shrinking
+        resample.area(src, dst)  # area averaging avoids aliasing when shrinking
     return dst[0]
 
 

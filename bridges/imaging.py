@@ -18,7 +18,7 @@ visgym.bridges.imaging`` prints the figures for the current machine; the tests d
 ``frame_encoder`` returns the same bytes for a sequence of frames through an incremental encoder
 (``render.jpeg.JpegStream``: only the 16x16 blocks that changed since the previous frame are
 transformed again, ~20 us instead of ~170 us for a maze step) and, for frames over the size
-limit, ``render.resize.LanczosResizer`` (Pillow's Lanczos pixels, redone only where a frame
+limit, ``render.resample.LanczosResizer`` (Pillow's Lanczos pixels, redone only where a frame
 changed). The evaluation loop and the demonstration synthesizer keep one per batch slot.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 from PIL import Image
 
 from ..render.jpeg import JpegStream, pillow_jpeg
-from ..render.resize import LanczosResizer, fit_long_side, pillow_resize
+from ..render.resample import LanczosResizer, fit_long_side, pillow_resize
 
 __all__ = ["DEFAULT_MAX_LONG_SIDE", "fit_long_side", "encode_jpeg_b64", "frame_encoder",
            "data_url",

@@ -69,7 +69,7 @@ from ..core.validate import (InitSchema, boolean, describe, integer, mapping, on
 from ..kernels import fetch_sim as sim
 from ..render import camera as cam
 from ..render import blit, raster3d, shapes3d
-from ..render.resize import fit_long_side
+from ..render.resample import fit_long_side
 
 UNSTABLE_CODE = FAMILY_BASE  # see feedback_texts
 BACKGROUND_RGB = (114, 219, 145)   # the reference's skybox as rendered

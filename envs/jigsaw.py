@@ -15,8 +15,9 @@ kernels of kernels/jigsaw.py; drawing is render/grid.py (Cython, on both cores).
 
 Frames: each episode's frame has its picture's own size (``frame_hw``); the capacity is
 ``max_image_height x max_image_width`` plus the borders. Pictures fitted to that size are kept in
-the family's locked cache (core/cache.py) and packed into one flat atlas per BatchEnv (its
-workspace: only the pictures its episodes use, dropped and re-packed past ``ATLAS_BYTES``); a
+the family's shared ``PictureStore`` and packed into one flat ``PictureAtlas`` per BatchEnv (its
+workspace: only the pictures its episodes use, dropped and re-packed past ``ATLAS_BYTES``), both
+from render/atlas.py, the photo families' one picture atlas; a
 reset paints the whole frame, a step repaints only the cells whose piece changed
 (grown by the one pixel an unequal piece can spill over), so it equals a full redraw.
 
@@ -68,12 +69,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core.cache import BoundedCache
 from ..core.family import Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntArray, Permutation
 from ..core.validate import InitSchema, describe, integer, integers
-from ..kernels.jigsaw import apply_moves, changed_rows, missing_pictures
-from ..render import blit
+from ..kernels.jigsaw import apply_moves
+from ..render import blit, resample
+from ..render.atlas import PictureAtlas, PictureStore, changed_rows
 from ..render.grid import draw_grid
 from .assets.images import JIGSAW_SCAN, ImageFileError, image_source
 
@@ -179,72 +180,14 @@ def fit_picture(image: np.ndarray, max_h: int, max_w: int) -> np.ndarray:
     h, w = image.shape[:2]
     if h <= max_h and w <= max_w:
         return image
-    from PIL import Image
-
     scale = min(max_h / h, max_w / w)
     size = (min(max_w, max(1, round(w * scale))), min(max_h, max(1, round(h * scale))))
-    return np.asarray(Image.fromarray(np.ascontiguousarray(image)).resize(
-        size, Image.Resampling.LANCZOS))
-
-
-class PictureAtlas:
-    """The pictures a BatchEnv's episodes show, packed into one flat uint8 buffer that the
-    drawing kernels read: picture ``k`` sits at ``buffer[slot_off[slot_of[k]]:]`` as rows of
-    ``width * 3`` bytes. It is render scratch of one BatchEnv (its workspace): slots are filled
-    on demand from ``picture(k)`` (the family's shared, locked cache of fitted pictures); past
-    ``byte_cap`` the atlas starts over with only the pictures a call needs (the State holds
-    source ids, so this changes no episode)."""
-
-    def __init__(self, picture, count: int, byte_cap: int = ATLAS_BYTES):
-        self.picture = picture
-        self.byte_cap = byte_cap
-        self.slot_of = np.full(count, -1, np.int64)
-        self.slot_off = np.zeros(64, np.int64)
-        self.buffer = np.zeros(1 << 16, np.uint8)
-        self.used = 0
-        self.count = 0
-        self.restarts = 0
-
-    def ensure(self, image_ids) -> None:
-        """Every picture of ``image_ids`` has a slot (decoding raises ImageFileError naming the
-        file; nothing of the atlas changes then)."""
-        wanted = [int(k) for k in dict.fromkeys(int(k) for k in image_ids) if k >= 0]
-        missing = [k for k in wanted if self.slot_of[k] < 0]
-        if not missing:
-            return
-        pictures = {k: self.picture(k) for k in missing}
-        need = sum(p.nbytes for p in pictures.values())
-        if self.used + need > self.byte_cap and self.count:
-            # Start over with what this call needs (the rest is read again when next drawn).
-            keep = [k for k in wanted if self.slot_of[k] >= 0]
-            pictures.update({k: self.picture(k) for k in keep})
-            self.slot_of[:] = -1
-            self.used = 0
-            self.count = 0
-            self.restarts += 1
-            missing = wanted
-        for k in missing:
-            self._add(k, pictures[k])
-
-    def _add(self, image_id: int, picture: np.ndarray) -> None:
-        size = picture.nbytes
-        if self.used + size > self.buffer.shape[0]:
-            grown = np.zeros(max(2 * self.buffer.shape[0], self.used + size), np.uint8)
-            grown[:self.used] = self.buffer[:self.used]
-            self.buffer = grown
-        if self.count == self.slot_off.shape[0]:
-            self.slot_off = np.concatenate([self.slot_off, np.zeros_like(self.slot_off)])
-        self.buffer[self.used:self.used + size] = picture.reshape(-1)
-        self.slot_off[self.count] = self.used
-        self.slot_of[image_id] = self.count
-        self.used += size
-        self.count += 1
+    return resample.pillow_resize(image, size)
 
 
 class JigsawWorkspace(NamedTuple):
     rows: np.ndarray        # int64[B] rows to redraw after a step
-    scratch: np.ndarray     # int64[B] the pictures a draw still needs
-    atlas: PictureAtlas
+    atlas: PictureAtlas     # render/atlas.py: this BatchEnv's pictures, packed
 
 
 # --------------------------------------------------------------------------- the family
@@ -271,7 +214,8 @@ class Jigsaw(Family):
         except ValueError as error:
             raise ValueError(f"sample_dir: {_bounded(error)}") from None
         # Pictures as shown (fitted into the maximum size), shared by this instance's envs.
-        self._fitted = BoundedCache("jigsaw fitted pictures", max_bytes=FITTED_BYTES)
+        self._fitted = PictureStore("jigsaw fitted pictures", self._fit, len(self.source),
+                                    FITTED_BYTES)
         self._prompt = _prompt(params.num_rows, params.num_cols)
         self._identity = np.arange(self.n, dtype=np.int32)
 
@@ -297,25 +241,22 @@ class Jigsaw(Family):
         )
 
     def new_workspace(self, batch: int) -> JigsawWorkspace:
-        return JigsawWorkspace(np.empty(batch, np.int64), np.empty(batch, np.int64),
-                               PictureAtlas(self.picture, len(self.source)))
+        return JigsawWorkspace(np.empty(batch, np.int64),
+                               PictureAtlas(self._fitted.picture, len(self.source), ATLAS_BYTES))
 
     def _work(self, work, batch: int) -> JigsawWorkspace:
         if work is None or work.rows.shape[0] < batch:
             return self.new_workspace(batch)
         return work
 
+    def _fit(self, image_id: int) -> np.ndarray:
+        return fit_picture(self.source.array(image_id), self.params.max_image_height,
+                           self.params.max_image_width)
+
     def picture(self, image_id: int) -> np.ndarray:
         """Picture ``image_id`` as shown: fitted into the maximum size, read-only, contiguous
         (decoding raises ImageFileError naming the file)."""
-        def fit():
-            shown = np.ascontiguousarray(fit_picture(self.source.array(image_id),
-                                                     self.params.max_image_height,
-                                                     self.params.max_image_width))
-            shown.setflags(write=False)
-            return shown
-
-        return self._fitted.get_or_build(int(image_id), fit)
+        return self._fitted.picture(image_id)
 
     def dims(self, image_id: int) -> tuple[int, int]:
         """(height, width) of picture ``image_id`` as shown."""
@@ -415,10 +356,7 @@ class Jigsaw(Family):
     # -- pixels -----------------------------------------------------------------------------
     def _draw(self, state, frames, rows, work: JigsawWorkspace, changed=None) -> None:
         atlas = work.atlas
-        count = missing_pictures(atlas.slot_of, state.image_id, rows, work.scratch)
-        if count:
-            # Everything these rows show (an atlas restart keeps exactly that).
-            atlas.ensure(state.image_id[rows])
+        atlas.ensure_rows(state.image_id, rows)
         draw_grid(frames, atlas.buffer, atlas.slot_off, atlas.slot_of, state.image_id,
                   state.image_hw, state.current, state.target, self.rows_n, self.cols_n,
                   self.border, rows, changed)

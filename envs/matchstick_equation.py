@@ -59,14 +59,14 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, StopToken, TruncatedIntVector
 from ..core.validate import InitSchema, boolean, describe, integer, optional_integer
 from ..kernels import segment_equations as seq
 from ..kernels.expressions import SYM_BLANK
-from ..render import raster, tiles as tile_render
+from ..render import labels, raster, resample, tiles as tile_render
 
 SYMBOLS = "0123456789+-*/="  # symbol code = index (the kernels' convention)
 N_SEGMENTS = 13
@@ -115,6 +115,7 @@ HEAD_RGB = (200, 0, 0)
 BACKGROUND_RGB = (255, 255, 255)
 LABEL_RGB = (0, 0, 0)
 BOX_W, BOX_H, GAP, LABEL_H = 60, 80, 8, 20
+LABEL_FONT_PX = 16
 PITCH = BOX_W + GAP
 FRAME_H = BOX_H + LABEL_H
 
@@ -211,18 +212,15 @@ def _glyph_tiles() -> np.ndarray:
 
 def _label_tiles(count: int) -> np.ndarray:
     """uint8[count, 20, 68, 3]: the index labels under the boxes, placed by the reference's rule
-    (centred on the ink box horizontally, top at (20 - ink height) // 2 in the band)."""
-    font = ImageFont.load_default(size=16)
+    (Pillow's text layout box centred horizontally in the box, top at (20 - its height) // 2 in
+    the band), drawn as the reference drew them (render/labels.py's Pillow engine)."""
     tiles = np.empty((count, LABEL_H, PITCH, 3), np.uint8)
+    tiles[:] = BACKGROUND_RGB
     for k in range(count):
-        img = Image.new("RGB", (PITCH, LABEL_H), BACKGROUND_RGB)
-        draw = ImageDraw.Draw(img)
-        text = str(k)
-        left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
-        x = (BOX_W - (right - left)) // 2
-        y = (LABEL_H - (bottom - top)) // 2
-        draw.text((x, y), text, fill=LABEL_RGB, font=font)
-        tiles[k] = np.asarray(img)
+        index = labels.label(str(k), LABEL_FONT_PX, engine="pillow")
+        left, top, right, bottom = index.layout
+        index.draw_at_pen(tiles, k, (BOX_W - (right - left)) // 2,
+                          (LABEL_H - (bottom - top)) // 2, LABEL_RGB)
     return tiles
 
 
@@ -440,7 +438,7 @@ class MatchstickEquation(Family):
         sub = type(state)(*(a[rows] for a in state))
         self._draw_full_native(sub, native, local, work)
         out = np.empty((rows.shape[0], *frames.shape[1:]), np.uint8)
-        raster.resize_area(native, out)
+        resample.area(native, out)
         frames[rows] = out
 
     def render_after_step(self, state, frames, work) -> None:

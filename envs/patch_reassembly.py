@@ -76,15 +76,13 @@ from ..core.validate import InitSchema, describe, integer, integers
 from ..kernels.patch_reassembly import (ACT_PLACE, extents, fill_boards, generate_puzzles,
                                         render_full, render_moved, solve_puzzles, step_pieces,
                                         SEARCH_BUDGET)
-from ..render import blit
-from ..render.text import draw_text, glyph_atlas
+from ..render import blit, labels
 
 CELL_PX = 40
 # Resets that redraw at least this many bytes of frames draw each in a scratch frame first.
 SCRATCH_BYTES = 4 << 20
 _NO_SCRATCH = np.zeros(0, np.uint8)
 FONT_PX = 32
-WHITE = (255, 255, 255)
 GRID_RGB = np.array([200, 200, 200], np.uint8)
 AXIS_RGB = np.array([0, 120, 255], np.uint8)
 # The reference's label ink is centred at (x + 20, y + 19) of its 40-px cell (DejaVu Sans 32).
@@ -263,29 +261,18 @@ _PROMPT_BODY = (
 
 
 def _label_masks(count: int):
-    """Coverage masks of the labels "0".."count-1" cropped to their ink, and the offset of each
-    from its cell's top-left pixel that centres the ink where the reference's is."""
-    atlas = glyph_atlas(FONT_PX)
-    pad = 8
-    crops = []
-    for k in range(count):
-        text = str(k)
-        scratch = np.zeros((1, atlas.cell_height + 2 * pad, atlas.cell_width * len(text)
-                            + 2 * pad, 3), np.uint8)
-        draw_text(scratch, [0], [text], pad, pad, WHITE, atlas)
-        cover = scratch[0, :, :, 0]
-        ys, xs = np.nonzero(cover)
-        crops.append(cover[ys.min():ys.max() + 1, xs.min():xs.max() + 1])
-    height = max(c.shape[0] for c in crops)
-    width = max(c.shape[1] for c in crops)
+    """Coverage masks of the labels "0".."count-1" cropped to their ink (render/labels.py), and
+    the offset of each from its cell's top-left pixel that centres the ink where the
+    reference's is."""
+    sprites = [labels.label(str(k), FONT_PX) for k in range(count)]
+    height = max(s.height for s in sprites)
+    width = max(s.width for s in sprites)
     masks = np.zeros((count, height, width), np.uint8)
     oy = np.zeros(count, np.int64)
     ox = np.zeros(count, np.int64)
-    for k, crop in enumerate(crops):
-        h, w = crop.shape
-        masks[k, :h, :w] = crop
-        oy[k] = LABEL_CY - h // 2
-        ox[k] = LABEL_CX - w // 2
+    for k, sprite in enumerate(sprites):
+        masks[k, :sprite.height, :sprite.width] = sprite.coverage
+        ox[k], oy[k] = sprite.place("mm", LABEL_CX, LABEL_CY)
     return masks, oy, ox
 
 

@@ -66,8 +66,8 @@ from ..core.validate import (InitSchema, boolean, check_with, describe, integer,
                              is_integer, mapping)
 from ..kernels.blocks import (DIR_DCOL, DIR_DROW, PLAN_TOO_LONG, fill_board, scramble_layouts,
                               solve_layouts, step_slides)
+from ..render import labels
 from ..render import tiles as tile_render
-from ..render.text import draw_text, glyph_atlas
 
 ROWS, COLS = 5, 4
 N_BLOCKS = 10
@@ -287,25 +287,9 @@ def _moved_cells(board, pos, size, tile_base, last_block, last_dir, idx, ids, xs
     return n
 
 
-def _draw_bold(frame, text: str, x: int, y: int, atlas) -> None:
-    """Black text with its pen at (x, y) (ascender line at y), one pixel bolder than the font:
-    the glyphs are drawn at the four offsets of a 2x2 square."""
-    for dx, dy in ((0, 0), (1, 0), (0, 1), (1, 1)):
-        draw_text(frame, [0], [text], x + dx, y + dy, BLACK, atlas)
-
-
-def _ink_box(text: str, atlas) -> tuple[int, int, int, int]:
-    """(x0, y0, x1, y1) of the pixels ``_draw_bold`` inks for ``text`` drawn at (0, 0)."""
-    pad = 8
-    scratch = np.full((1, atlas.cell_height + 2 * pad, 40 * len(text) + 2 * pad, 3), 255, np.uint8)
-    _draw_bold(scratch, text, pad, pad, atlas)
-    ink = (scratch[0] != 255).any(axis=2)
-    ys, xs = np.nonzero(ink)
-    return int(xs.min()) - pad, int(ys.min()) - pad, int(xs.max()) + 1 - pad, int(ys.max()) + 1 - pad
-
-
-def _block_sprite(k: int, atlas) -> np.ndarray:
-    """Block id k+1 as drawn on a board: fill, 2-px outline inside its box, centred id."""
+def _block_sprite(k: int, font_px: int) -> np.ndarray:
+    """Block id k+1 as drawn on a board: fill, 2-px outline inside its box, centred id (bold:
+    the glyphs at the four offsets of a 2x2 square, render/labels.py)."""
     h, w = (int(v) * CELL_PX for v in BLOCK_SIZE[k])
     sprite = np.empty((1, h, w, 3), np.uint8)
     sprite[:] = COLOR_RGB[BLOCK_COLOR[k]]
@@ -313,9 +297,9 @@ def _block_sprite(k: int, atlas) -> np.ndarray:
     sprite[0, h - OUTLINE_PX:] = BLACK
     sprite[0, :, :OUTLINE_PX] = BLACK
     sprite[0, :, w - OUTLINE_PX:] = BLACK
-    text = str(k + 1)
-    x0, y0, x1, y1 = _ink_box(text, atlas)
-    _draw_bold(sprite, text, (w - (x1 - x0)) // 2 - x0, (h - (y1 - y0)) // 2 - y0, atlas)
+    digits = labels.label(str(k + 1), font_px, bold=True)
+    digits.draw(sprite, 0, labels.centred(0, w, digits.width),
+                labels.centred(0, h, digits.height), BLACK)
     return sprite[0]
 
 
@@ -334,13 +318,13 @@ def _empty_tile(mask: int) -> np.ndarray:
     return tile
 
 
-def _tile_atlas(atlas) -> tuple[np.ndarray, np.ndarray]:
+def _tile_atlas(font_px: int) -> tuple[np.ndarray, np.ndarray]:
     """50x50 tiles: 0..255 the empty cell for each neighbour mask, then each block's cells row
     by row; and tile_base[k], the first tile of block k."""
     tiles = [_empty_tile(mask) for mask in range(256)]
     tile_base = np.zeros(N_BLOCKS, np.int64)
     for k in range(N_BLOCKS):
-        sprite = _block_sprite(k, atlas)
+        sprite = _block_sprite(k, font_px)
         tile_base[k] = len(tiles)
         for i in range(int(BLOCK_SIZE[k, 0])):
             for j in range(int(BLOCK_SIZE[k, 1])):
@@ -348,13 +332,15 @@ def _tile_atlas(atlas) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(np.stack(tiles)), tile_base
 
 
-def _title_band(atlas) -> np.ndarray:
-    """The constant top of every frame: white, with both titles centred over their boards."""
+def _title_band(font_px: int) -> np.ndarray:
+    """The constant top of every frame: white, with both titles (bold) centred over their
+    boards, their baseline at TITLE_BASELINE_Y."""
     band = np.full((1, TITLE_PX, FRAME_W, 3), 255, np.uint8)
-    for text, board_x0 in (("target board", TARGET_X0), ("current board", CURRENT_X0)):
-        x0, _, x1, _ = _ink_box(text, atlas)
-        _draw_bold(band, text, board_x0 + (BOARD_W - (x1 - x0)) // 2 - x0,
-                   TITLE_BASELINE_Y - atlas.ascent, atlas)
+    for text_, board_x0 in (("target board", TARGET_X0), ("current board", CURRENT_X0)):
+        title = labels.label(text_, font_px, bold=True)
+        _, top = title.place("ls", 0, TITLE_BASELINE_Y)
+        title.draw(band, 0, labels.centred(board_x0, board_x0 + BOARD_W, title.width), top,
+                   BLACK)
     return band
 
 
@@ -479,8 +465,8 @@ class SlidingBlock(Family):
 
     def __init__(self, params: SlidingBlockParams):
         super().__init__(params)
-        self.tiles, self.tile_base = _tile_atlas(glyph_atlas(DIGIT_FONT_PX))
-        self.title_band = _title_band(glyph_atlas(TITLE_FONT_PX))
+        self.tiles, self.tile_base = _tile_atlas(DIGIT_FONT_PX)
+        self.title_band = _title_band(TITLE_FONT_PX)
         self.gap = np.full((1, BOARD_H, GAP_PX, 3), 255, np.uint8)
         n = params.num_shuffle_moves
         self._phases = (n // 3, (2 * n) // 3, n // 6)

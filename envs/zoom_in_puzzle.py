@@ -23,11 +23,13 @@ folder's sorted list permuted by ``RandomState(s)``, and zoom levels, boxes and 
 the reference's draw order, from a fresh ``RandomState(s)``. Seeds >= 2**32 seed the RandomState
 with their two 32-bit halves.
 
-Frames: each episode's N + 1 tiles are resampled once at reset (or init-state load) into the
-state (``tiles``); a step only copies the tiles of the slots whose content changed, with the
-slot's constant label patch. The whole-photo tile is cached per image. Resampling uses
-render/compose.resample (render/resize's Cython passes with Pillow's coefficients, cached per
-crop size, and the pass order that reproduces Pillow for that size, probed once per size), so
+Frames: each episode's N + 1 tiles are resampled once per new episode (the first draw after a
+reset or init-state load) into the BatchEnv's workspace (``ZoomWorkspace.tiles``: pixels do
+not live in the State, DESIGN "Assets and real data"); a step only copies the tiles of the
+slots whose content changed, with the slot's constant label patch (render/labels.py). The
+whole-photo tile is kept per image in a render/atlas.py ``PictureStore``. Resampling uses
+render/resample.region (the Cython passes with Pillow's coefficients, cached per crop size,
+and the pass order that reproduces Pillow for that size, probed once per size), so
 tiles equal Pillow's ``image.crop(box).resize((224, 224), LANCZOS)`` pixel for pixel.
 Resets resample their tiles on both cores (the SSE2 passes release the GIL); slot copies are
 render/blit.py's (a frame where most slots change is rewritten row by row with streamed stores).
@@ -87,13 +89,13 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core import threads
-from ..core.cache import BoundedCache
 from ..core.family import Family
 from ..core.grammar import STOP, ActionSpec, Grammar, IntArray, Permutation
 from ..core.validate import (InitSchema, boolean, describe, integer, is_integer, one_of,
                              real, reals)
 from ..kernels.zoom_in_puzzle import solved_rows, step_orders
-from ..render import blit, compose, text
+from ..render import blit, labels, resample
+from ..render.atlas import PictureStore
 from .assets.images import ZOOM_IN_SCAN, ImageFileError, image_source
 
 TILE_PX = 224
@@ -186,7 +188,13 @@ class ZoomInPuzzleState(NamedTuple):
     zoom_levels: np.ndarray   # float64[B, N] ascending
     crop_boxes: np.ndarray    # int32[B, N, 4] (left, top, right, bottom), aligned with zooms
     order: np.ndarray         # int32[B, N] crop index shown in each display slot
+
+
+class ZoomWorkspace(NamedTuple):
+    drawn: np.ndarray         # int32[B, N] crop index each slot of each frame shows (-1: none)
     tiles: np.ndarray         # uint8[B, N + 1, 224, 224, 3]: the whole photo, then each crop
+    tile_id: np.ndarray       # int64[B] image the row's tiles were resampled from (-1: none)
+    tile_boxes: np.ndarray    # int32[B, N, 4] the crop boxes they were resampled from
 
 
 # --------------------------------------------------------------------------- generation
@@ -248,40 +256,35 @@ def _crop(image: np.ndarray, box) -> np.ndarray:
 
 def resample_tile(image: np.ndarray, box, out: np.ndarray) -> None:
     """Pillow's ``image.crop(box).resize((224, 224), LANCZOS)`` into ``out`` (224, 224, 3): the
-    crop (black where the box leaves the image, as Pillow crops) resampled by render/compose."""
+    crop (black where the box leaves the image, as Pillow crops) resampled by
+    render/resample.region."""
     crop = _crop(image, box)
     h, w = crop.shape[:2]
-    compose.resample(crop, (0, 0, w, h), (TILE_PX, TILE_PX), "lanczos", "crop", out=out)
+    resample.region(crop, (0, 0, w, h), (TILE_PX, TILE_PX), "lanczos", "crop", out=out)
 
 
 # --------------------------------------------------------------------------- labels
 def _label_patches(n: int):
     """Constant label patches, right-aligned in one array (n, 46, max width, 3), and each
-    slot's width: black box, white digits centred where the reference's digits are."""
-    atlas = text.glyph_atlas(LABEL_FONT_PX)
+    slot's width: black box, white digits (render/labels.py, cropped to ink) centred where the
+    reference's digits are."""
     widths = [label_box_w(s + 1) for s in range(n)]
     lw_max = max(widths)
     patches = np.zeros((n, LABEL_BOX_H, lw_max, 3), np.uint8)
     for s in range(n):
-        label = str(s + 1)
-        pad = 8
-        scratch = np.zeros((1, atlas.cell_height + 2 * pad, atlas.cell_width * len(label) + 2 * pad,
-                            3), np.uint8)
-        text.draw_text(scratch, [0], [label], pad, pad, (255, 255, 255), atlas)
-        ink = scratch[0].max(axis=2) > 0
-        ys, xs = np.nonzero(ink)
-        glyphs = scratch[0, ys.min():ys.max() + 1, xs.min():xs.max() + 1]
-        gh, gw = glyphs.shape[:2]
+        text_ = str(s + 1)
+        glyphs = labels.label(text_, LABEL_FONT_PX)
+        gh, gw = glyphs.height, glyphs.width
         # Centred on the reference's ink inside the label box: the text starts LABEL_PAD px in,
         # its digits 18 px apart, inking rows 6..26.
-        ink_x0 = REF_DIGIT_INK_X[label[0]][0]
-        ink_x1 = REF_DIGIT_W * (len(label) - 1) + REF_DIGIT_INK_X[label[-1]][1]
-        x = LABEL_PAD + ink_x0 + (ink_x1 - ink_x0 - gw + 1) // 2
-        y = LABEL_PAD + REF_INK_TOP + (REF_TEXT_H - REF_INK_TOP - gh + 1) // 2
-        box = patches[s, :, lw_max - widths[s]:]
-        x, y = max(x, 0), max(y, 0)
+        ink_x0 = LABEL_PAD + REF_DIGIT_INK_X[text_[0]][0]
+        ink_x1 = LABEL_PAD + REF_DIGIT_W * (len(text_) - 1) + REF_DIGIT_INK_X[text_[-1]][1]
+        x = max(labels.centred(ink_x0, ink_x1, gw, round_up=True), 0)
+        y = max(labels.centred(LABEL_PAD + REF_INK_TOP, LABEL_PAD + REF_TEXT_H, gh,
+                               round_up=True), 0)
         gh, gw = min(gh, LABEL_BOX_H - y), min(gw, widths[s] - x)
-        box[y:y + gh, x:x + gw] = glyphs[:gh, :gw]
+        box = patches[s, :, lw_max - widths[s]:]
+        box[y:y + gh, x:x + gw] = glyphs.coverage[:gh, :gw, None]   # white on black
     return patches, np.array(widths, np.int64)
 
 
@@ -352,9 +355,11 @@ class ZoomInPuzzle(Family):
             raise ValueError(f"sample_dir: {text_[:300]}") from None
         labels, self.label_w = _label_patches(n)
         self.labels = np.ascontiguousarray(labels.reshape(n, LABEL_BOX_H, -1))
-        # image id -> its slot-0 tile (the whole photo), shared by this instance's envs.
-        self._whole = BoundedCache("zoom_in_puzzle whole-photo tiles",
-                                   max_items=WHOLE_TILE_CACHE)
+        # image id -> its slot-0 tile (the whole photo), shared by this instance's envs
+        # (render/atlas.py's store: lazy, locked, bounded).
+        self._whole = PictureStore("zoom_in_puzzle whole-photo tiles",
+                                   lambda image_id: _whole_tile(self._image(image_id)),
+                                   len(self.source), WHOLE_TILE_CACHE * TILE_PX * TILE_PX * 3)
         self._prompt = _prompt(n)
 
     @property
@@ -368,28 +373,38 @@ class ZoomInPuzzle(Family):
             zoom_levels=np.ones((batch, n), np.float64),
             crop_boxes=np.zeros((batch, n, 4), np.int32),
             order=np.broadcast_to(np.arange(n, dtype=np.int32), (batch, n)).copy(),
-            tiles=np.zeros((batch, n + 1, TILE_PX, TILE_PX, 3), np.uint8),
         )
 
-    def new_workspace(self, batch: int):
-        # The crop index each slot of each frame shows now (-1: not drawn), for the redraw.
-        return np.full((batch, self.n_views), -1, np.int32)
+    def new_workspace(self, batch: int) -> ZoomWorkspace:
+        n = self.n_views
+        return ZoomWorkspace(
+            drawn=np.full((batch, n), -1, np.int32),
+            tiles=np.zeros((batch, n + 1, TILE_PX, TILE_PX, 3), np.uint8),
+            tile_id=np.full(batch, -1, np.int64),
+            tile_boxes=np.zeros((batch, n, 4), np.int32),
+        )
+
+    def _work(self, work, batch: int) -> ZoomWorkspace:
+        if not isinstance(work, ZoomWorkspace) or work.drawn.shape != (batch, self.n_views):
+            return self.new_workspace(batch)
+        return work
 
     # -- episodes -------------------------------------------------------------------------
     def _image(self, image_id: int) -> np.ndarray:
         return self.source.array(image_id)
 
-    def _render_tiles(self, state, rows) -> None:
-        """Resample the tiles of ``rows`` from their images and boxes (many tiles on both
-        cores)."""
+    def _render_tiles(self, state, work: ZoomWorkspace, rows) -> None:
+        """Resample the tiles of ``rows`` from their images and boxes into the workspace (many
+        tiles on both cores)."""
         jobs = []
         for b in rows:
             image_id = int(state.image_id[b])
             image = self._image(image_id)
-            state.tiles[b, 0] = self._whole.get_or_build(image_id,
-                                                         lambda: _whole_tile(image))
+            work.tiles[b, 0] = self._whole.picture(image_id)
             for k in range(self.n_views):
-                jobs.append((image, state.crop_boxes[b, k].tolist(), state.tiles[b, k + 1]))
+                jobs.append((image, state.crop_boxes[b, k].tolist(), work.tiles[b, k + 1]))
+            work.tile_id[b] = image_id
+            work.tile_boxes[b] = state.crop_boxes[b]
         # The passes release the GIL: the jobs go to the cores in two runs of about equal work
         # (a tile's resampling costs about its source plus its output pixels).
         sizes = np.array([(box[2] - box[0]) * (box[3] - box[1]) + TILE_PX**2
@@ -424,7 +439,6 @@ class ZoomInPuzzle(Family):
             state.zoom_levels[b] = zooms
             state.crop_boxes[b] = boxes
             state.order[b] = order
-        self._render_tiles(state, np.asarray(rows).tolist())
 
     def _image_name(self, field: str, name):
         """An init state's image: its source id and (height, width), decoded now."""
@@ -485,7 +499,6 @@ class ZoomInPuzzle(Family):
             state.zoom_levels[b] = init["zoom_levels"]
             state.crop_boxes[b] = init["crop_boxes"]
             state.order[b] = init["current_view_order"]
-        self._render_tiles(state, np.asarray(rows).tolist())
 
     def to_init_state(self, state, i: int) -> dict:
         return {
@@ -514,23 +527,32 @@ class ZoomInPuzzle(Family):
         np.sum(state.order != identity, axis=1, out=out, dtype=np.float32)
 
     # -- pixels ---------------------------------------------------------------------------
-    def _draw(self, state, frames, rows, work, full: bool) -> None:
+    def _draw(self, state, frames, rows, work: ZoomWorkspace, full: bool) -> None:
         batch = frames.shape[0]
-        if work is None or work.shape != (batch, self.n_views):
-            work = self.new_workspace(batch)
-        tiles = state.tiles.reshape(batch, self.n_views + 1, TILE_PX, TILE_PX * 3)
+        tiles = work.tiles.reshape(batch, self.n_views + 1, TILE_PX, TILE_PX * 3)
         flat = frames.reshape(batch, frames.shape[1], frames.shape[2] * 3)
-        blit.draw_tiles(flat, tiles, state.order, work, self.labels, self.label_w, rows, full)
+        blit.draw_tiles(flat, tiles, state.order, work.drawn, self.labels, self.label_w, rows,
+                        full)
 
     def render_rows(self, state, frames, rows, work) -> None:
-        if len(rows):
-            self._draw(state, frames, rows, work, True)
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        if rows.shape[0] == 0:
+            return
+        work = self._work(work, frames.shape[0])
+        # Tiles are a pure function of (image, boxes): resample only rows showing new ones.
+        stale = (work.tile_id[rows] != state.image_id[rows]) | (
+            work.tile_boxes[rows] != state.crop_boxes[rows]).any(axis=(1, 2))
+        if stale.any():
+            self._render_tiles(state, work, rows[stale].tolist())
+        self._draw(state, frames, rows, work, True)
 
     def render_after_step(self, state, frames, work) -> None:
-        if work is None or work.shape != (frames.shape[0], self.n_views):
-            self.render_rows(state, frames, np.arange(frames.shape[0], dtype=np.int64), None)
+        all_rows = np.arange(frames.shape[0], dtype=np.int64)
+        if not isinstance(work, ZoomWorkspace) or work.drawn.shape != (frames.shape[0],
+                                                                        self.n_views):
+            self.render_rows(state, frames, all_rows, None)
             return
-        self._draw(state, frames, np.arange(frames.shape[0], dtype=np.int64), work, False)
+        self._draw(state, frames, all_rows, work, False)
 
     def prompt(self, state, i: int, text_mode: bool = False) -> str:
         return self._prompt

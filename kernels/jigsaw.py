@@ -14,7 +14,8 @@ by one pixel (the later paste wins, pastes go row-major) or leave a one-pixel bl
 Drawing (render/_blit.pyx) repaints a rectangle of the frame exactly as a full paste of all
 pieces in row-major order would leave it, so a step redraws only the cells it changed (grown by
 the one pixel a wider piece can spill) and still equals a full redraw; ``apply_moves`` marks
-those cells.
+those cells. The picture bookkeeping of the redraw (which rows changed, which pictures the
+atlas lacks) is render/atlas.py's.
 """
 import numpy as np
 from numba import njit
@@ -53,37 +54,3 @@ def apply_moves(current, kind, ints, rows, swap_kind, reorder_kind, cols, change
                 if v != old[p]:
                     changed[b, p] = True
                 current[b, p] = v
-
-
-# --------------------------------------------------------------------------- pictures
-@njit(cache=True)
-def missing_pictures(slot_of, image_id, rows, out):
-    """Write the distinct picture ids of ``rows`` that have no atlas slot into ``out``; return
-    their number."""
-    n = 0
-    for i in range(rows.shape[0]):
-        k = image_id[rows[i]]
-        if k < 0 or slot_of[k] >= 0:
-            continue
-        seen = False
-        for t in range(n):
-            if out[t] == k:
-                seen = True
-                break
-        if not seen:
-            out[n] = k
-            n += 1
-    return n
-
-
-@njit(cache=True)
-def changed_rows(changed, out):
-    """Rows with any changed position, into ``out``; return their number."""
-    n = 0
-    for b in range(changed.shape[0]):
-        for p in range(changed.shape[1]):
-            if changed[b, p]:
-                out[n] = b
-                n += 1
-                break
-    return n

@@ -24,8 +24,6 @@ __all__ = [
     "fill_polygons",
     "blit_rgba",
     "blit_masks",
-    "resize_bilinear",
-    "resize_area",
 ]
 
 
@@ -215,35 +213,3 @@ def blit_masks(frames: np.ndarray, idx, masks: np.ndarray, mask_ids, x, y, color
     colors = _colors(colors, n)
     _raster.blit_masks(frames, idx, masks, mask_ids, x, y, colors)
     return frames
-
-
-# ---------------------------------------------------------------------------------------------
-# resampling
-
-def _resize_args(src, dst) -> tuple[np.ndarray, np.ndarray]:
-    src = _image_batch(src, "src", 3, writeable=False)
-    dst = _image_batch(dst, "dst", 3, writeable=True)
-    if src.shape[0] != dst.shape[0]:
-        raise ValueError(f"src and dst must hold the same number of frames, got {src.shape[0]} and {dst.shape[0]}")
-    if dst.shape[1] and dst.shape[2] and (src.shape[1] == 0 or src.shape[2] == 0):
-        raise ValueError(f"src must have non-empty frames to resample from, got {src.shape}")
-    if np.shares_memory(src, dst):
-        raise ValueError("src and dst must not overlap in memory")
-    return src, dst
-
-
-def resize_bilinear(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Resample src uint8[B, h, w, 3] into the preallocated dst uint8[B, H, W, 3] bilinearly
-    with half-pixel centres (Pillow BILINEAR when upsampling; plain point-sampled bilinear, with
-    no anti-alias pre-filter, when downsampling). Returns dst."""
-    src, dst = _resize_args(src, dst)
-    _raster.resize_bilinear(src, dst)
-    return dst
-
-
-def resize_area(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Resample src into dst by averaging each destination pixel's exact fractional source
-    footprint (OpenCV INTER_AREA; Pillow BOX for integer factors). Returns dst."""
-    src, dst = _resize_args(src, dst)
-    _raster.resize_area(src, dst)
-    return dst

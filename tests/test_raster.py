@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw, ImageFont
 
-from visgym.render import raster, text
+from visgym.render import raster, resample, text
 
 BG = (20, 30, 40)
 FG = (230, 200, 60)
@@ -417,7 +417,7 @@ def test_resize_bilinear_matches_pillow_when_upsampling(src_hw, dst_hw):
     # differ by rounding only: MAE <= 0.5 and no pixel off by more than one level.
     src = smooth_image(2, *src_hw)
     dst = np.zeros((2, *dst_hw, 3), np.uint8)
-    raster.resize_bilinear(src, dst)
+    resample.bilinear(src, dst)
     for b in range(2):
         ref = np.asarray(Image.fromarray(src[b]).resize(dst_hw[::-1], Image.Resampling.BILINEAR))
         assert mae(dst[b], ref) <= 0.5
@@ -426,7 +426,7 @@ def test_resize_bilinear_matches_pillow_when_upsampling(src_hw, dst_hw):
 
 def test_resize_bilinear_and_area_are_identity_at_the_same_size():
     src = smooth_image(1, 33, 47)
-    for fn in (raster.resize_bilinear, raster.resize_area):
+    for fn in (resample.bilinear, resample.area):
         dst = np.zeros_like(src)
         fn(src, dst)
         np.testing.assert_array_equal(dst, src)
@@ -436,7 +436,7 @@ def test_resize_bilinear_and_area_are_identity_at_the_same_size():
 def test_resize_area_integer_factor_is_the_exact_block_mean(factor):
     src = smooth_image(2, 96, 72)
     dst = np.zeros((2, 96 // factor, 72 // factor, 3), np.uint8)
-    raster.resize_area(src, dst)
+    resample.area(src, dst)
     blocks = src.reshape(2, 96 // factor, factor, 72 // factor, factor, 3).astype(np.int64)
     n = factor * factor
     expected = (blocks.sum(axis=(2, 4)) + n // 2) // n  # rounded half up
@@ -461,7 +461,7 @@ def test_resize_area_averages_the_exact_footprint(src_hw, dst_hw):
     # may differ, so no pixel may be off by more than half a level.
     src = smooth_image(1, *src_hw)
     dst = np.zeros((1, *dst_hw, 3), np.uint8)
-    raster.resize_area(src, dst)
+    resample.area(src, dst)
     wy, wx = _area_weights(src_hw[0], dst_hw[0]), _area_weights(src_hw[1], dst_hw[1])
     expected = np.einsum("Yy,yxc,Xx->YXc", wy, src[0].astype(np.float64), wx)
     assert np.abs(dst[0] - expected).max() <= 0.5 + 1e-6
@@ -475,7 +475,7 @@ def test_resize_area_matches_pillow_box_when_downsampling(src_hw, dst_hw):
     # near 1 its pixel snapping is coarser than that, so those are covered by the exact test).
     src = smooth_image(1, *src_hw)
     dst = np.zeros((1, *dst_hw, 3), np.uint8)
-    raster.resize_area(src, dst)
+    resample.area(src, dst)
     ref = np.asarray(Image.fromarray(src[0]).resize(dst_hw[::-1], Image.Resampling.BOX))
     assert mae(dst[0], ref) <= 1.5
 
@@ -484,7 +484,7 @@ def test_resize_bilinear_downsampling_is_point_sampled():
     # Documented behaviour: downsampling by 2 samples exactly between source pixel pairs.
     src = smooth_image(1, 40, 40)
     dst = np.zeros((1, 20, 20, 3), np.uint8)
-    raster.resize_bilinear(src, dst)
+    resample.bilinear(src, dst)
     pairs = src[0].astype(np.float64).reshape(20, 2, 20, 2, 3).mean(axis=(1, 3))
     assert np.abs(dst[0] - pairs).max() <= 0.5 + 1e-6
 
@@ -668,10 +668,10 @@ def _bad_calls():
         ("masks", lambda: raster.blit_masks(f, ok_idx, masks.astype(np.int16), [0, 1], 0, 0, FG)),
         ("mask_ids", lambda: raster.blit_masks(f, ok_idx, masks, [-1, 0], 0, 0, FG)),
         ("y", lambda: raster.blit_masks(f, ok_idx, masks, [0, 1], 0, [1.5, 2.5], FG)),
-        ("dst", lambda: raster.resize_area(f, np.zeros((2, 8, 8, 3), np.uint8)[:, ::2])),
-        ("dst", lambda: raster.resize_bilinear(f, np.zeros((2, 8, 8, 3), np.float32))),
-        ("src", lambda: raster.resize_bilinear(f.astype(np.int32), np.zeros((2, 8, 8, 3), np.uint8))),
-        ("src", lambda: raster.resize_area(f, np.zeros((3, 8, 8, 3), np.uint8))),
+        ("dst", lambda: resample.area(f, np.zeros((2, 8, 8, 3), np.uint8)[:, ::2])),
+        ("dst", lambda: resample.bilinear(f, np.zeros((2, 8, 8, 3), np.float32))),
+        ("src", lambda: resample.bilinear(f.astype(np.int32), np.zeros((2, 8, 8, 3), np.uint8))),
+        ("src", lambda: resample.area(f, np.zeros((3, 8, 8, 3), np.uint8))),
         ("texts", lambda: text.draw_text(f, ok_idx, ["a"], 0, 0, FG, text.glyph_atlas(10))),
         ("texts", lambda: text.draw_text(f, ok_idx, "ab", 0, 0, FG, text.glyph_atlas(10))),
         ("atlas", lambda: text.draw_text(f, ok_idx, ["a", "b"], 0, 0, FG, None)),

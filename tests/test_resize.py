@@ -1,4 +1,4 @@
-"""The incremental Lanczos resizer (render/resize.py) gives Pillow's pixels, frame after frame."""
+"""The incremental Lanczos resizer (render/resample.py) gives Pillow's pixels, frame after frame."""
 from __future__ import annotations
 
 import warnings
@@ -10,8 +10,8 @@ import visgym
 from visgym.core.cache import BoundedCache
 from visgym.bridges.imaging import encode_jpeg, fit_long_side, frame_encoder
 from visgym.core.rollout import run_plans
-from visgym.render import _resize, resize
-from visgym.render.resize import LanczosResizer, pillow_resize
+from visgym.render import _resize, resample
+from visgym.render.resample import LanczosResizer, pillow_resize
 
 
 @pytest.fixture(autouse=True)
@@ -60,14 +60,14 @@ def test_wrong_shape_raises():
 
 
 def test_disagreement_falls_back_to_pillow(monkeypatch):
-    monkeypatch.setattr(resize, "_ORDERS", BoundedCache("test orders", max_items=8))
-    real = resize.coefficients
+    monkeypatch.setattr(resample, "_WHOLE_ORDERS", BoundedCache("test orders", max_items=8))
+    real = resample.coefficients
 
     def skewed(in_size, out_size):
         bounds, weights = real(in_size, out_size)
         return bounds, weights + 1000   # no longer Pillow's weights
 
-    monkeypatch.setattr(resize, "coefficients", skewed)
+    monkeypatch.setattr(resample, "coefficients", skewed)
     frame = np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8)
     with pytest.warns(RuntimeWarning, match="disagrees with Pillow"):
         resizer = LanczosResizer(frame.shape, (20, 15))
@@ -101,7 +101,7 @@ def _horizontal(src, out_w, rows=None, cols=None, simd=True, fill=0):
     """_resize.horizontal of src (H, W, C) to out_w columns over rows x cols (default all) into
     a tmp filled with ``fill``."""
     h, w, c = src.shape
-    bounds, weights = resize.coefficients(w, out_w)
+    bounds, weights = resample.coefficients(w, out_w)
     row0, row1 = rows or (0, h)
     col0, col1 = cols or (0, out_w)
     tmp = np.full((h, out_w, c), fill, np.uint8)
@@ -172,7 +172,7 @@ def test_horizontal_coefficient_split_edges(channels):
     for t in range(40):
         h, w = int(rng.integers(5, 9)), int(rng.integers(1, 90))
         out_w = int(rng.integers(1, 2 * w + 2))
-        bounds, weights = resize.coefficients(w, out_w)
+        bounds, weights = resample.coefficients(w, out_w)
         weights = rng.choice(edges, weights.shape).astype(np.int32)
         src = rng.integers(0, 256, (h, w, channels), np.uint8)
         if t % 4 == 0:   # out of the split's range (small values: no sum overflows int32)
@@ -192,11 +192,10 @@ def test_horizontal_simd_is_built_on_x86():
 
 @pytest.mark.parametrize("mode", ["crop", "box"])
 def test_compose_resample_through_the_pass_equals_pillow(mode):
-    """render/compose.py's crop + resample runs the same pass with windows offset into the
+    """render/resample.py's region (crop + resample) runs the same pass with windows offset into the
     image: crops at the left and right edges (windows that end at the row's last pixel), down
     and up, as the zoom puzzle's 224 x 224 tiles."""
     from PIL import Image
-    from visgym.render import compose
 
     rng = np.random.default_rng(24)
     image = rng.integers(0, 256, (500, 400, 3), np.uint8)
@@ -208,7 +207,7 @@ def test_compose_resample_through_the_pass_equals_pillow(mode):
             expected = np.asarray(im.crop(box).resize(size, Image.Resampling.LANCZOS))
         else:
             expected = np.asarray(im.resize(size, Image.Resampling.LANCZOS, box=box))
-        assert np.array_equal(compose.resample(image, box, size, "lanczos", mode), expected), box
+        assert np.array_equal(resample.region(image, box, size, "lanczos", mode), expected), box
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,7 +219,7 @@ def _vertical(src, out_h, rows=None, cols=None, simd=True, fill=0, coefficients=
     """_resize.vertical of src (H, W, C) to out_h rows over rows x cols (default all) into an
     output filled with ``fill``."""
     h, w, c = src.shape
-    bounds, weights = coefficients or resize.coefficients(h, out_h)
+    bounds, weights = coefficients or resample.coefficients(h, out_h)
     row0, row1 = rows or (0, out_h)
     col0, col1 = cols or (0, w)
     out = np.full((out_h, w, c), fill, np.uint8)
@@ -318,7 +317,7 @@ def test_vertical_coefficient_split_edges():
         channels = (1, 2, 3, 4)[t % 4]
         h, w = int(rng.integers(1, 50)), int(rng.integers(1, 40))
         out_h = int(rng.integers(1, 2 * h + 2))
-        bounds, weights = resize.coefficients(h, out_h)
+        bounds, weights = resample.coefficients(h, out_h)
         weights = rng.choice(edges, weights.shape).astype(np.int32)
         src = rng.integers(0, 256, (h, w, channels), np.uint8)
         if t % 3 == 0:   # some rows out of the split's range (no sum overflows int32)
@@ -334,10 +333,9 @@ def test_vertical_coefficient_split_edges():
 
 
 def test_vertical_both_dimensions_equal_pillow():
-    """Both passes through LanczosResizer and compose.resample (both pass orders), output and
+    """Both passes through LanczosResizer and resample.region (both pass orders), output and
     source widths around multiples of the 16-byte block, heights down and up."""
     from PIL import Image
-    from visgym.render import compose
 
     rng = np.random.default_rng(34)
     orders = set()
@@ -353,14 +351,14 @@ def test_vertical_both_dimensions_equal_pillow():
         box = (int(rng.integers(0, w)), int(rng.integers(0, h)), w, h)
         expected = np.asarray(Image.fromarray(frame).crop(box)
                               .resize(size, Image.Resampling.LANCZOS))
-        assert np.array_equal(compose.resample(frame, box, size, "lanczos", "crop"), expected)
+        assert np.array_equal(resample.region(frame, box, size, "lanczos", "crop"), expected)
     assert orders == {"h", "v"}
 
 
 def test_compiled_coefficients_equal_the_python_statement_bit_for_bit():
-    """render/_coeffs.pyx repeats resize.python_interval_coefficients' double arithmetic: the
+    """render/_coeffs.pyx repeats resample.python_interval_coefficients' double arithmetic: the
     weights are identical for whole ranges and for float32 boxes, both filters, down and up."""
-    from visgym.render.compose import FILTERS
+    from visgym.render.resample import FILTERS
 
     rng = np.random.default_rng(8)
     for t in range(400):
@@ -372,7 +370,7 @@ def test_compiled_coefficients_equal_the_python_statement_bit_for_bit():
             in0, span = a, float(np.float32(b) - np.float32(a))
         for name in ("lanczos", "bilinear"):
             func, support, _ = FILTERS[name]
-            got = resize.interval_coefficients(in_size, in0, span, out, func, support)
-            want = resize.python_interval_coefficients(in_size, in0, span, out, func, support)
+            got = resample.interval_coefficients(in_size, in0, span, out, func, support)
+            want = resample.python_interval_coefficients(in_size, in0, span, out, func, support)
             assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (
                 name, in_size, in0, span, out)

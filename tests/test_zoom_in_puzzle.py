@@ -521,7 +521,29 @@ def test_whole_photo_tiles_are_cached_with_a_bound(tmp_path, monkeypatch):
     monkeypatch.setattr(zoom, "WHOLE_TILE_CACHE", 2)
     env = _env(n=10, sample_dir=str(tmp_path))
     env.reset(seeds=range(10))
-    assert len(env.family._whole) == 2 and env.family._whole.evictions > 0
+    assert env.family._whole.held == 2 and env.family._whole.evictions > 0
     again = _env(n=10, sample_dir=str(tmp_path))
     again.reset(seeds=range(10))
     np.testing.assert_array_equal(again.frames, env.frames)
+
+
+def test_pixels_live_in_the_workspace_and_are_resampled_once_per_episode(monkeypatch):
+    """The State holds no pixels (DESIGN); a redraw of rows whose image and boxes did not
+    change copies the workspace's tiles instead of resampling them again."""
+    import visgym.envs.zoom_in_puzzle as zoom
+
+    env = _env(n=3)
+    env.reset(seeds=[4, 5, 6])
+    assert not any(a.dtype == np.uint8 for a in env.state)
+    first = env.frames.copy()
+    calls = []
+    real = zoom.resample_tile
+    monkeypatch.setattr(zoom, "resample_tile", lambda *a: calls.append(1) or real(*a))
+    env.family.render_rows(env.state, env.frames, np.arange(3), env.work)
+    assert calls == []
+    np.testing.assert_array_equal(env.frames, first)
+    env.reset(seeds=[7], rows=[1])   # one new episode: its four crops (and a new whole photo)
+    assert 4 <= len(calls) <= 5
+    fresh = _env(n=3)
+    fresh.reset(seeds=[4, 7, 6])
+    np.testing.assert_array_equal(env.frames, fresh.frames)
