@@ -19,6 +19,9 @@ FAMILIES = (
     ("mental_rotation_3d_cube", "mental_rotation_3d_cube:MentalRotation3DCube"),
     ("patch_reassembly", "patch_reassembly:PatchReassembly"),
     ("mental_rotation_3d_objaverse", "mental_rotation_3d_objaverse:MentalRotation3DObjaverse"),
+    ("video_unshuffle", "video_unshuffle:VideoUnshuffle"),
+    ("mental_rotation_2d", "mental_rotation_2d:MentalRotation2D"),
+    ("colorization", "colorization:Colorization"),
 )
 
 for _name, _ref in FAMILIES:

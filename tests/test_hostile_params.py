@@ -310,7 +310,12 @@ def test_every_params_field_is_coerced_to_a_plain_python_value():
                                   "grid_size": np.array([5, 6])},
              "mental_rotation_3d_objaverse": {"render_size": np.int64(96),
                                               "tolerance": np.float32(12.5),
-                                              "use_textures": np.bool_(True)}}
+                                              "use_textures": np.bool_(True)},
+             "colorization": {"accuracy_radius": np.float32(12.0), "circle_size": np.int64(24),
+                              "img_size": np.int16(200)},
+             "mental_rotation_2d": {"tolerance": np.float32(7.5), "image_size": np.int64(64)},
+             "video_unshuffle": {"num_frames": np.int8(3), "min_frame_diff": np.float32(0.2),
+                                 "max_frames_to_analyze": np.uint16(50)}}
     assert sorted(given) == FAMILIES, "every family needs an entry here"
     for family, kwargs in given.items():
         params = visgym.make(f"{family}/easy", **kwargs).params
