@@ -80,7 +80,6 @@ Deviations from the reference, on purpose:
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -97,7 +96,8 @@ from ..render.atlas import PictureAtlas, PictureStore
 from ..render.circles import disk_mask, ring_mask, ring_mask_at, stamp_mask
 from ..render.hsv import (SIMD_BLOCK, marker_centre, paint_annulus, recolour_masked, rgb_to_hsv,
                           wheel_rgb)
-from .assets.images import COLORIZATION_SCAN, ImageFileError, image_source
+from .assets.images import COLORIZATION_SCAN, ImageFileError
+from .photo_common import bounded, open_image_source, random_chunks, sample_dir_param
 
 BUNDLE_TASK = "colorization"
 CANDIDATES = 50
@@ -186,14 +186,7 @@ class ColorizationParams:
         put("hue_tolerance", real("hue_tolerance", self.hue_tolerance, 0.0, 360.0))
         put("sat_tolerance", real("sat_tolerance", self.sat_tolerance, 0.0, 255.0))
         put("img_size", integer("img_size", self.img_size, 8, MAX_IMG_SIZE))
-        sample_dir = self.sample_dir
-        if isinstance(sample_dir, os.PathLike):
-            sample_dir = os.fspath(sample_dir)
-        if sample_dir is not None and (not isinstance(sample_dir, str) or not sample_dir
-                                       or "\x00" in sample_dir):
-            raise ValueError(f"sample_dir: expected a folder path (str) or None, got "
-                             f"{describe(self.sample_dir)}")
-        put("sample_dir", sample_dir)
+        put("sample_dir", sample_dir_param(self.sample_dir))
         for name in ("max_image_height", "max_image_width"):
             put(name, integer(name, getattr(self, name), 1, MAX_IMAGE))
 
@@ -272,11 +265,6 @@ def _prompt(region: bool) -> str:
         "- `('saturate', -30)` to move toward the center (decrease saturation, more muted)\n"
         "- `('stop', 'stop')` to submit your answer when the colors match"
     )
-
-
-def _bounded(error: Exception, limit: int = 300) -> str:
-    text = " ".join(str(error).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 # --------------------------------------------------------------------------- drawing kernels
@@ -373,11 +361,8 @@ class Colorization(Family):
         self.max_brightness = float(params.setting("max_brightness"))
         self.threshold = params.threshold
         self.accuracy_radius = params.effective_accuracy_radius
-        try:
-            self.source = image_source(params.sample_dir, rule=COLORIZATION_SCAN,
-                                       bundle_task=BUNDLE_TASK, builtin_colour_only=True)
-        except ValueError as error:
-            raise ValueError(f"sample_dir: {_bounded(error)}") from None
+        self.source = open_image_source(params.sample_dir, rule=COLORIZATION_SCAN,
+                                        bundle_task=BUNDLE_TASK, builtin_colour_only=True)
         count = len(self.source)
         self._photos = PictureStore("colorization photos", self._fit, count, PHOTO_BYTES)
         self._hsv = PictureStore("colorization hsv photos",
@@ -504,7 +489,7 @@ class Colorization(Family):
         missing = ""
         if self._root is not None and candidates and not (self._root / candidates[-1]).exists():
             missing = f" (no such file: {show_path(self._root / candidates[-1])})"
-        raise ValueError(f"{field}: {describe(path)} is not a photo of {_bounded(where, 160)} "
+        raise ValueError(f"{field}: {describe(path)} is not a photo of {bounded(where, 160)} "
                          f"({len(self.source)} photos){missing}")
 
     def _check_init(self, parsed: dict, where: str) -> dict:
@@ -512,7 +497,7 @@ class Colorization(Family):
         try:
             h, w = self._photos.dims(image_id)
         except ImageFileError as error:
-            raise ValueError(f"{where}.user_image_path: {_bounded(error)}") from None
+            raise ValueError(f"{where}.user_image_path: {bounded(error)}") from None
         x, y = parsed["target_pos"]
         if not (0 <= x < w and 0 <= y < h):
             raise ValueError(f"{where}.target_pos: {describe([x, y])} lies outside the "
@@ -664,19 +649,6 @@ class Colorization(Family):
         return self._prompt
 
     # -- solver ---------------------------------------------------------------------------
-    @staticmethod
-    def _chunks(total: int, parts: int, rng) -> list[int]:
-        """``total`` split into at most ``parts`` positive chunks at distinct random cuts (one
-        chunk when total <= 1, none when it is 0)."""
-        if total <= 0:
-            return []
-        if total == 1:
-            return [1]
-        cuts = sorted(int(c) for c in rng.choice(np.arange(1, total), min(parts - 1, total - 1),
-                                                  replace=False))
-        bounds = [0, *cuts, total]
-        return [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)]
-
     def plan(self, cur_h: float, cur_s: int, target_h: float, target_s: int,
              num_steps: int | None, rng) -> list[str]:
         """The reference's solver for one episode with ``rng`` for its draws (see the spec §10
@@ -689,10 +661,10 @@ class Colorization(Family):
         moves: list[tuple[str, int]] = []
         if not (dist <= self.params.hue_tolerance and abs(dsat) <= self.params.sat_tolerance):
             sign = 1 if delta >= 0 else -1
-            for c in self._chunks(int(round(dist)), int(rng.integers(2, 5)), rng):
+            for c in random_chunks(int(round(dist)), int(rng.integers(2, 5)), rng):
                 moves.append(("rotate", sign * c))
             sign = 1 if dsat >= 0 else -1
-            for c in self._chunks(abs(dsat), int(rng.integers(1, 4)), rng):
+            for c in random_chunks(abs(dsat), int(rng.integers(1, 4)), rng):
                 moves.append(("saturate", sign * c))
         if num_steps:
             while len(moves) < num_steps:

@@ -63,7 +63,6 @@ Deviations from the reference, on purpose:
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -76,7 +75,8 @@ from ..kernels.jigsaw import apply_moves
 from ..render import blit, resample
 from ..render.atlas import PictureAtlas, PictureStore, changed_rows
 from ..render.grid import draw_grid
-from .assets.images import JIGSAW_SCAN, ImageFileError, image_source
+from .assets.images import JIGSAW_SCAN, ImageFileError
+from .photo_common import bounded, open_image_source, sample_dir_param
 
 BUNDLE_TASK = "jigsaw"
 MAX_GRID = 16
@@ -110,14 +110,7 @@ class JigsawParams:
                              f"{rows}x{cols}")
         object.__setattr__(self, "num_rows", rows)
         object.__setattr__(self, "num_cols", cols)
-        sample_dir = self.sample_dir
-        if isinstance(sample_dir, os.PathLike):
-            sample_dir = os.fspath(sample_dir)
-        if sample_dir is not None and (not isinstance(sample_dir, str) or not sample_dir
-                                       or "\x00" in sample_dir):
-            raise ValueError(f"sample_dir: expected a folder path (str) or None, got "
-                             f"{describe(self.sample_dir)}")
-        object.__setattr__(self, "sample_dir", None if sample_dir is None else str(sample_dir))
+        object.__setattr__(self, "sample_dir", sample_dir_param(self.sample_dir))
         object.__setattr__(self, "border_width",
                            integer("border_width", self.border_width, 0, MAX_BORDER))
         for name in ("max_image_height", "max_image_width"):
@@ -168,11 +161,6 @@ def _prompt(rows: int, cols: int) -> str:
     )
 
 
-def _bounded(error: Exception, limit: int = 300) -> str:
-    text = " ".join(str(error).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 # --------------------------------------------------------------------------- pictures
 def fit_picture(image: np.ndarray, max_h: int, max_w: int) -> np.ndarray:
     """``image`` if it fits max_h x max_w, else downscaled to fit (Pillow's Lanczos, aspect
@@ -208,11 +196,8 @@ class Jigsaw(Family):
         self.border = params.border_width
         self.swap_kind = self.grammar.index("swap")
         self.reorder_kind = self.grammar.index("reorder")
-        try:
-            self.source = image_source(params.sample_dir, rule=JIGSAW_SCAN,
-                                       bundle_task=BUNDLE_TASK)
-        except ValueError as error:
-            raise ValueError(f"sample_dir: {_bounded(error)}") from None
+        self.source = open_image_source(params.sample_dir, rule=JIGSAW_SCAN,
+                                        bundle_task=BUNDLE_TASK)
         # Pictures as shown (fitted into the maximum size), shared by this instance's envs.
         self._fitted = PictureStore("jigsaw fitted pictures", self._fit, len(self.source),
                                     FITTED_BYTES)
@@ -303,12 +288,12 @@ class Jigsaw(Family):
             image_id = self.source.id_of(name)
         except ImageFileError:
             raise ValueError(f"{field}: {describe(name)} is not an image of "
-                             f"{_bounded(self.source.origin, 200)} ({len(self.source)} images)"
+                             f"{bounded(self.source.origin, 200)} ({len(self.source)} images)"
                              ) from None
         try:
             return image_id, self.dims(image_id)
         except ImageFileError as error:
-            raise ValueError(f"{field}: {_bounded(error)}") from None
+            raise ValueError(f"{field}: {bounded(error)}") from None
 
     def load_rows(self, state, rows, init_states) -> None:
         schema = InitSchema({"image_name": self._image_name, "current_state": self._permutation,

@@ -12,7 +12,7 @@ mod 360, reward 1 on a stop with |(agent - secret) mod 360, folded into (-180, 1
 solver (chunks of the remaining turn at random cut points).
 
 Frame: left the photo resized to S x S (``cv2.resize(INTER_LINEAR)`` exactly:
-render/rotate.resize_linear) and masked by OpenCV's filled disk of radius S // 2 centred at
+render/resample.linear) and masked by OpenCV's filled disk of radius S // 2 centred at
 (S // 2, S // 2) (render/circles.disk_mask); right that masked picture turned clockwise on screen
 by (agent - secret) mod 360 about (S // 2, S // 2) with OpenCV 4's fixed-point bilinear warp and
 zero border, masked again (render/rotate.rotate_rows). Both reference frames are reproduced pixel
@@ -65,7 +65,6 @@ character alphanumeric stop payload.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -78,9 +77,10 @@ from ..kernels.mental_rotation_2d import (apply_rotations, changed_rows, rotatio
                                           shown_angles)
 # Modules, not names: bridges/warmup.py finds the compiled kernels through the modules a family
 # module refers to.
-from ..render import atlas, rotate
+from ..render import atlas, resample, rotate
 from ..render.circles import disk_mask
-from .assets.images import COLORIZATION_SCAN, ImageFileError, image_source
+from .assets.images import COLORIZATION_SCAN, ImageFileError
+from .photo_common import bounded, open_image_source, random_chunks, sample_dir_param
 
 BUNDLE_TASK = "2d_rotation"
 #: The reference's scan: jpg/jpeg/png/bmp/tiff/tif anywhere below the folder, case-insensitive
@@ -111,14 +111,7 @@ class MentalRotation2DParams:
         object.__setattr__(self, "tolerance", real("tolerance", self.tolerance, 0.0, 180.0))
         object.__setattr__(self, "image_size", integer("image_size", self.image_size,
                                                        MIN_IMAGE_SIZE, MAX_IMAGE_SIZE))
-        sample_dir = self.sample_dir
-        if isinstance(sample_dir, os.PathLike):
-            sample_dir = os.fspath(sample_dir)
-        if sample_dir is not None and (not isinstance(sample_dir, str) or not sample_dir
-                                       or "\x00" in sample_dir):
-            raise ValueError(f"sample_dir: expected a folder path (str) or None, got "
-                             f"{describe(self.sample_dir)}")
-        object.__setattr__(self, "sample_dir", sample_dir)
+        object.__setattr__(self, "sample_dir", sample_dir_param(self.sample_dir))
 
 
 class MentalRotation2DState(NamedTuple):
@@ -160,11 +153,6 @@ def _prompt(tolerance: float) -> str:
     )
 
 
-def _bounded(error: Exception, limit: int = 300) -> str:
-    text = " ".join(str(error).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def secret_for_seed(seed: int) -> int:
     """The reference's secret angle after ``reset(seed=seed)``."""
     return int(np.random.default_rng(int(seed)).integers(0, 360))
@@ -186,13 +174,7 @@ def solver_plan(secret: float, agent: float, tolerance: float, num_steps: int | 
         return [f"('rotate', {round(delta)})", STOP_ACTION]
     k = int(rng.integers(2, 5)) if num_steps is None else max(1, int(num_steps))
     sign = 1 if delta > 0 else -1
-    if k == 1:
-        return [f"('rotate', {sign * total})", STOP_ACTION]
-    count = min(k - 1, total - 1)
-    cuts = sorted(int(c) for c in rng.choice(np.arange(1, total), size=count, replace=False))
-    bounds = [0] + cuts + [total]
-    return [f"('rotate', {sign * (hi - lo)})" for lo, hi in zip(bounds, bounds[1:])] + \
-        [STOP_ACTION]
+    return [f"('rotate', {sign * c})" for c in random_chunks(total, k, rng)] + [STOP_ACTION]
 
 
 class MentalRotation2D(Family):
@@ -208,11 +190,8 @@ class MentalRotation2D(Family):
         self.size = params.image_size
         self.center = params.image_size // 2
         self.tolerance = params.tolerance
-        try:
-            self.source = image_source(params.sample_dir, rule=MENTAL_ROTATION_SCAN,
-                                       bundle_task=BUNDLE_TASK)
-        except ValueError as error:
-            raise ValueError(f"sample_dir: {_bounded(error)}") from None
+        self.source = open_image_source(params.sample_dir, rule=MENTAL_ROTATION_SCAN,
+                                        bundle_task=BUNDLE_TASK)
         # Basename -> the first photo of that name in sorted path order; shared basenames.
         by_base: dict[str, int] = {}
         shared: set[str] = set()
@@ -277,7 +256,7 @@ class MentalRotation2D(Family):
         """uint8[S, S, 3]: photo ``image_id`` resized to S x S and masked by the disk (the
         left panel). ImageFileError names an unreadable file."""
         photo = self.source.array(image_id)
-        resized = rotate.resize_linear(photo, self.size, self.size)
+        resized = resample.linear(photo, (self.size, self.size))
         resized[~self.mask] = 0
         return resized
 
@@ -310,12 +289,12 @@ class MentalRotation2D(Family):
         if image_id is None:
             raise ValueError(
                 f"{field}: {describe(name)} is not an image of "
-                f"{_bounded(self.source.origin, 200)} ({len(self.source)} images; named by "
+                f"{bounded(self.source.origin, 200)} ({len(self.source)} images; named by "
                 f"basename, e.g. {describe(self._name_of(0))})")
         try:
             self.pictures.picture(image_id)
         except ImageFileError as error:
-            raise ValueError(f"{field}: {_bounded(error)}") from None
+            raise ValueError(f"{field}: {bounded(error)}") from None
         return image_id
 
     @staticmethod

@@ -1,11 +1,5 @@
 """Compiled per-frame work of the clip source (envs/assets/clips.py), in Numba.
 
-- ``resize_linear``: uint8 RGB bilinear resampling with OpenCV's ``INTER_LINEAR`` fixed-point
-  arithmetic (11-bit coefficients rounded from float32 weights, a horizontal pass into int32,
-  then the vertical pass ``((b0 * (S0 >> 4)) >> 16) + ((b1 * (S1 >> 4)) >> 16) + 2) >> 2``; edge
-  rows keep their unclamped weights and blend the edge row with itself, as OpenCV does), so
-  a decoded frame resized here equals ``cv2.resize(frame, (224, 224))`` pixel for pixel (the
-  tests compare with cv2, which visgym itself never imports).
 - ``grey``: OpenCV's 8-bit RGB -> grey, ``(9798 R + 19235 G + 3735 B + 16384) >> 15``.
 - ``grey_difference``: mean |g1 - g2| / 255 of two grey frames (the reference's frame
   difference).
@@ -14,79 +8,11 @@
   shifted window of the noise and a few flat shapes whose geometry is a function of time
   (``paint_frame``), all pure functions of numbers the caller derives from the clip's number.
 
-Nothing here knows a family by name. The kernels release the GIL.
+Nothing here knows a family by name. The kernels release the GIL. (A decoded frame is resized by
+render/resample.linear, OpenCV's INTER_LINEAR exactly, which the clip source calls.)
 """
 import numpy as np
 from numba import njit
-
-COEF_SCALE = 2048   # OpenCV's INTER_RESIZE_COEF_SCALE (11 bits)
-
-
-@njit(cache=True, nogil=True)
-def _taps(src_n, dst_n, ofs, alpha, clamp):
-    """OpenCV's first source index and 11-bit weights of each destination index along one axis.
-    Columns (``clamp``) move a tap outside the source onto the edge with weights (1, 0); rows
-    keep the unclamped weights and read both taps from the clipped rows (so an edge row is
-    blended with itself, with two separately floored products: what OpenCV does)."""
-    scale = 1.0 / (dst_n / src_n)   # OpenCV's 1 / inv_scale, in double
-    for d in range(dst_n):
-        f = np.float32((d + 0.5) * scale - 0.5)
-        s = int(np.floor(f))
-        f = np.float32(f - s)
-        if clamp:
-            if s < 0:
-                f = np.float32(0.0)
-                s = 0
-            if s >= src_n - 1:
-                f = np.float32(0.0)
-                s = src_n - 1
-        ofs[d] = s
-        a1 = np.float32(f * np.float32(COEF_SCALE))
-        a0 = np.float32((np.float32(1.0) - f) * np.float32(COEF_SCALE))
-        alpha[d, 0] = np.int32(np.rint(a0))   # cvRound: half to even, as np.rint
-        alpha[d, 1] = np.int32(np.rint(a1))
-
-
-@njit(cache=True, nogil=True)
-def resize_linear(src, dst):
-    """``src`` uint8 (h, w, 3) -> ``dst`` uint8 (H, W, 3), OpenCV INTER_LINEAR exactly."""
-    h, w = src.shape[0], src.shape[1]
-    H, W = dst.shape[0], dst.shape[1]
-    xofs = np.empty(W, np.int64)
-    xa = np.empty((W, 2), np.int32)
-    yofs = np.empty(H, np.int64)
-    yb = np.empty((H, 2), np.int32)
-    _taps(w, W, xofs, xa, True)
-    _taps(h, H, yofs, yb, False)
-    rows = np.empty((2, W, 3), np.int32)
-    cached = np.array([-1, -1], np.int64)
-    for y in range(H):
-        sy = yofs[y]
-        for k in range(2):
-            sr = min(max(sy + k, 0), h - 1)
-            if cached[k] == sr:
-                continue
-            if k == 0 and cached[1] == sr:   # the previous lower row is this upper row
-                for x in range(W):
-                    for c in range(3):
-                        rows[0, x, c] = rows[1, x, c]
-                cached[0] = sr
-                continue
-            for x in range(W):
-                sx = xofs[x]
-                sx1 = min(sx + 1, w - 1)
-                a0 = xa[x, 0]
-                a1 = xa[x, 1]
-                for c in range(3):
-                    rows[k, x, c] = np.int32(src[sr, sx, c]) * a0 + np.int32(src[sr, sx1, c]) * a1
-            cached[k] = sr
-        b0 = yb[y, 0]
-        b1 = yb[y, 1]
-        for x in range(W):
-            for c in range(3):
-                v = (((b0 * (rows[0, x, c] >> 4)) >> 16) + ((b1 * (rows[1, x, c] >> 4)) >> 16)
-                     + 2) >> 2
-                dst[y, x, c] = min(max(v, 0), 255)
 
 
 @njit(cache=True, nogil=True)

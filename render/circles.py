@@ -395,24 +395,33 @@ def ring_mask_at(radius: int, thickness: int, cx: int, cy: int, height: int,
 
 
 # --------------------------------------------------------------------------- stamping
+@njit(cache=True, inline="always")
+def mask_window(mask, cx, cy, height, width):
+    """Where ``mask`` (bool [h, w], centre at (w // 2, h // 2)) lies when its centre is put at
+    pixel (cx, cy) of a height x width picture: (x0, y0, j0, j1, i0, i1), mask pixel (j, i)
+    falling on picture pixel (y0 + j, x0 + i), and the rows [j0, j1) and columns [i0, i1) of
+    the mask those that fall inside the picture (the rest is clipped)."""
+    mh, mw = mask.shape
+    x0 = cx - mw // 2
+    y0 = cy - mh // 2
+    j0 = min(max(-y0, 0), mh)
+    j1 = max(min(height - y0, mh), j0)
+    i0 = min(max(-x0, 0), mw)
+    i1 = max(min(width - x0, mw), i0)
+    return x0, y0, j0, j1, i0, i1
+
+
 @njit(cache=True, nogil=True)
 def stamp_mask(frame, mask, cx, cy, height, width, r, g, b):
     """Paint colour (r, g, b) onto ``frame[:height, :width]`` (uint8 [H, W, 3]) wherever
     ``mask`` (bool [h, w], centre at (w // 2, h // 2)) is set, with the mask centre at pixel
     (cx, cy); parts outside the valid size are skipped."""
-    mh, mw = mask.shape
-    x0 = cx - mw // 2
-    y0 = cy - mh // 2
-    height = min(height, frame.shape[0])
-    width = min(width, frame.shape[1])
-    for j in range(mh):
+    x0, y0, j0, j1, i0, i1 = mask_window(mask, cx, cy, min(height, frame.shape[0]),
+                                         min(width, frame.shape[1]))
+    for j in range(j0, j1):
         y = y0 + j
-        if y < 0 or y >= height:
-            continue
-        for i in range(mw):
+        for i in range(i0, i1):
             x = x0 + i
-            if x < 0 or x >= width:
-                continue
             if mask[j, i]:
                 frame[y, x, 0] = r
                 frame[y, x, 1] = g

@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit
 
 from ..core.cache import BoundedCache
+from .circles import mask_window
 
 __all__ = [
     "rgb_to_hsv",
@@ -253,18 +254,13 @@ def recolour_masked(dst, src, mask, cx, cy, h8, s8, tail, table, done):
     brightness is converted once: ``table`` (uint8 [2, 256, 3]) and ``done`` (bool [2, 256])
     are scratch. ``dst`` may be ``src`` or a view of a frame."""
     done[:] = False
-    mh, mw = mask.shape
-    height = min(dst.shape[0], src.shape[0])
-    width = min(dst.shape[1], src.shape[1])
-    x0 = cx - mw // 2
-    y0 = cy - mh // 2
-    for j in range(mh):
+    x0, y0, j0, j1, i0, i1 = mask_window(mask, cx, cy, min(dst.shape[0], src.shape[0]),
+                                         min(dst.shape[1], src.shape[1]))
+    for j in range(j0, j1):
         y = y0 + j
-        if y < 0 or y >= height:
-            continue
-        for i in range(mw):
+        for i in range(i0, i1):
             x = x0 + i
-            if x < 0 or x >= width or not mask[j, i]:
+            if not mask[j, i]:
                 continue
             v = max(src[y, x, 0], src[y, x, 1], src[y, x, 2])
             p = 1 if x >= tail else 0

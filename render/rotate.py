@@ -1,5 +1,6 @@
-"""Rotating square pictures exactly as OpenCV 4 does, and the cv2-exact bilinear resize they start
-from: the photo transforms of mental_rotation_2d (spec/envs/mental_rotation_2d.md, section 8).
+"""Rotating square pictures exactly as OpenCV 4 does: the photo transform of mental_rotation_2d
+(spec/envs/mental_rotation_2d.md, section 8; the cv2-exact linear resize the pictures start from
+is render/resample.linear).
 
 ``rotate_rows`` turns S x S uint8 RGB pictures about pixel (cx, cy) clockwise on screen by a
 per-row angle and writes them into a batch frame buffer, computing what
@@ -17,12 +18,6 @@ are reproduced pixel for pixel. The OpenCV installed as the test oracle (5.x) mo
 a floating-point path that differs from OpenCV 4 by a few levels on ~5% of the pixels; the tests
 hold this module to cv2's matrix exactly, to cv2.remap (which kept the fixed-point
 interpolation) exactly for the interpolation, and to cv2.warpAffine within that small margin.
-
-``resize_linear`` is ``cv2.resize(src, (w, h), interpolation=INTER_LINEAR)`` for uint8 pictures:
-11-bit horizontal and vertical coefficients from float32 source positions (clamped at the
-borders) and OpenCV's vectorised vertical pass (``VResizeLinearVec_32s8u``: each row sum shifted
-right by 4, multiplied high by its coefficient, +2, >> 2). render/raster.resize_bilinear rounds
-once instead and differs by one level on ~12% of the pixels, hence this second, exact one.
 
 ``disk_spans`` turns a filled-circle mask (render/circles.disk_mask: cv2.circle's filled LINE_8
 disk) into the per-row spans both use.
@@ -42,7 +37,6 @@ AB_BITS = 10
 AB_SCALE = 1 << AB_BITS
 ROUND_DELTA = AB_SCALE // INTER_TAB_SIZE // 2
 REMAP_COEF_BITS = 15
-RESIZE_COEF_SCALE = 2048
 
 
 def bilinear_table() -> np.ndarray:
@@ -61,8 +55,6 @@ def bilinear_table() -> np.ndarray:
                 w = [w[0] - 1, 0, 0, 1]
             table[fy * INTER_TAB_SIZE + fx] = w
     return table
-
-
 
 
 def rotation_matrix(cx: float, cy: float, angle_ccw_deg: float) -> np.ndarray:
@@ -335,67 +327,4 @@ def centred_disk(size: int) -> np.ndarray:
     out = np.zeros((size, size), np.bool_)
     n = min(size, 2 * r + 1)
     out[:n, :n] = disk[:n, :n]
-    return out
-
-
-# --------------------------------------------------------------------------- resize
-def _resize_coeffs(src_n: int, dst_n: int, clamp: bool):
-    """OpenCV's INTER_LINEAR offsets and 11-bit coefficients along one axis."""
-    scale = 1.0 / (dst_n / src_n)
-    d = np.arange(dst_n, dtype=np.float64)
-    f = ((d + 0.5) * scale - 0.5).astype(np.float32)
-    s = np.floor(f).astype(np.int64)
-    f = (f - s.astype(np.float32)).astype(np.float32)
-    if clamp:
-        low = s < 0
-        f[low], s[low] = 0, 0
-        high = s >= src_n - 1
-        f[high], s[high] = 0, src_n - 1
-    c0 = (np.float32(1) - f).astype(np.float32)
-    w = np.stack([np.rint(c0 * np.float32(RESIZE_COEF_SCALE)),
-                  np.rint(f * np.float32(RESIZE_COEF_SCALE))], axis=1).astype(np.int64)
-    return s, w
-
-
-@njit(cache=True)
-def _resize_kernel(src, dst, xofs, xw, yofs, yw):
-    h, w = src.shape[0], src.shape[1]
-    dh, dw = dst.shape[0], dst.shape[1]
-    row0 = np.empty((dw, 3), np.int64)
-    row1 = np.empty((dw, 3), np.int64)
-    for dy in range(dh):
-        y_a = min(max(yofs[dy], 0), h - 1)
-        y_b = min(max(yofs[dy] + 1, 0), h - 1)
-        for dx in range(dw):
-            sx = xofs[dx]
-            sx1 = min(sx + 1, w - 1)
-            for c in range(3):
-                row0[dx, c] = np.int64(src[y_a, sx, c]) * xw[dx, 0] + \
-                    np.int64(src[y_a, sx1, c]) * xw[dx, 1]
-                row1[dx, c] = np.int64(src[y_b, sx, c]) * xw[dx, 0] + \
-                    np.int64(src[y_b, sx1, c]) * xw[dx, 1]
-        b0 = yw[dy, 0]
-        b1 = yw[dy, 1]
-        for dx in range(dw):
-            for c in range(3):
-                v = ((((row0[dx, c] >> 4) * b0) >> 16) + (((row1[dx, c] >> 4) * b1) >> 16)
-                     + 2) >> 2
-                dst[dy, dx, c] = min(max(v, 0), 255)
-
-
-def resize_linear(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """``cv2.resize(image, (width, height), interpolation=cv2.INTER_LINEAR)`` for a uint8
-    (h, w, 3) picture (a new array; an unchanged size is a copy, as in OpenCV)."""
-    image = np.ascontiguousarray(image)
-    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3 or \
-            image.shape[0] < 1 or image.shape[1] < 1:
-        raise ValueError(f"image: expected uint8[h, w, 3], got {image.dtype}{list(image.shape)}")
-    if height < 1 or width < 1:
-        raise ValueError(f"resize_linear: expected a positive size, got {height}x{width}")
-    if image.shape[:2] == (height, width):
-        return image.copy()
-    xofs, xw = _resize_coeffs(image.shape[1], width, True)
-    yofs, yw = _resize_coeffs(image.shape[0], height, False)
-    out = np.empty((height, width, 3), np.uint8)
-    _resize_kernel(image, out, xofs, xw, yofs, yw)
     return out

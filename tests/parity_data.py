@@ -1,4 +1,6 @@
-"""Shared fixtures: where the reference recordings live, and a small JSONL reader.
+"""Shared fixtures: where the reference recordings live, a small JSONL reader, and the checks
+every replay repeats (the env rebuilt from a recording and checked after its reset, the recorded
+steps replayed, a step that must change nothing, the reset frame against the reference's PNG).
 
 The recordings live outside the repository (``../shared/parity``, or ``$VISGYM_SHARED/parity``).
 Without them the parity tests skip, except under CI (``CI`` set to any non-empty value), where a
@@ -170,3 +172,50 @@ def replay_steps(env, episode: dict):
         assert bool(terminated[0]) == step["terminated"], f"step {t}"
         assert bool(truncated[0]) == step["truncated"], f"step {t}"
         yield t, step
+
+
+def inputs_dir(family: str) -> str:
+    """The recorded input folder of ``family`` (``parity/inputs/<family>``), as a string."""
+    return str(parity_dir() / "inputs" / family)
+
+
+def start_replay(episode: dict, raised=(), prompt: str | None = None):
+    """A replay env (``replay_env``) checked right after its reset: the frame size (the row's
+    ``frame_hw`` and the frame) and the prompt as recorded (``prompt``: what is expected instead,
+    where the family words it differently on purpose), the init state read back exactly, and
+    every exception the reference raised in the episode one of ``raised``. Returns (env, the
+    replayed init state)."""
+    env = replay_env(episode)
+    init = replay_init_state(episode)
+    assert [*env.frame_hw[0].tolist(), 3] == episode["obs_shape"]
+    assert list(env.frame(0).shape) == episode["obs_shape"]
+    assert env.prompt() == (episode["prompt"] if prompt is None else prompt)
+    assert env.state_dicts()[0] == init
+    exceptions = {s["exception"] for s in episode["steps"] if "exception" in s}
+    assert exceptions <= set(raised), exceptions
+    return env, init
+
+
+def step_changing_nothing(env, action: str) -> dict:
+    """Send ``action`` to a one-episode env and check it changed nothing: the state and every
+    pixel as before, not terminated, reward 0. Returns the step's info (for its feedback)."""
+    before = env.state_dicts()
+    frames = env.frames.copy()
+    _, reward, terminated, _, info = env.step([action])
+    assert env.state_dicts() == before and not terminated[0] and reward[0] == 0
+    np.testing.assert_array_equal(env.frames, frames)
+    return info
+
+
+def check_reset_frame(episodes: list, family: str, difficulty: str) -> None:
+    """Episode 0 of ``<family>/<difficulty>`` replayed: its reset frame equals the reference's
+    PNG pixel for pixel (tolerance: none), and the batch buffer is zero outside the frame."""
+    episode = reference_episode(episodes, f"{family}/{difficulty}")
+    want = reference_frame(family, difficulty)
+    env = replay_env(episode)
+    got = env.frame(0)
+    assert got.shape == want.shape == tuple(episode["obs_shape"])
+    differs = (got != want).any(axis=2)
+    assert not differs.any(), f"{int(differs.sum())} pixels differ"
+    h, w = want.shape[:2]
+    assert not env.frames[0, h:].any() and not env.frames[0, :, w:].any()

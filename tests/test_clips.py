@@ -1,4 +1,5 @@
-"""The clip source (envs/assets/clips.py, kernels/clips.py): OpenCV-exact resizing and grey,
+"""The clip source (envs/assets/clips.py, kernels/clips.py): OpenCV-exact grey (the resize,
+render/resample.linear, is tested in tests/test_resample.py),
 the frame choices against a plain transcription of the spec, procedural clips (pure functions
 of their number, visibly ordered in time), the Something-Something v2 folder layout on a tiny
 folder this test writes (two webm clips encoded here with PyAV), and unreadable clips and bad
@@ -18,16 +19,6 @@ av = pytest.importorskip("av")
 
 
 # --------------------------------------------------------------------------- OpenCV arithmetic
-@pytest.mark.parametrize("shape", [(64, 64), (240, 320), (240, 427), (100, 50), (7, 300),
-                                   (480, 640), (1, 1), (2, 3), (300, 224), (224, 224)])
-def test_resize_equals_opencv_inter_linear(shape):
-    src = np.random.default_rng(sum(shape)).integers(0, 256, (*shape, 3), dtype=np.uint8)
-    got = np.empty((224, 224, 3), np.uint8)
-    kern.resize_linear(src, got)
-    np.testing.assert_array_equal(got, cv2.resize(src, (224, 224),
-                                                  interpolation=cv2.INTER_LINEAR))
-
-
 def test_grey_equals_opencv_rgb2gray():
     rgb = np.random.default_rng(1).integers(0, 256, (224, 224, 3), dtype=np.uint8)
     got = np.empty((224, 224), np.uint8)

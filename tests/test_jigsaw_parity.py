@@ -18,13 +18,12 @@ Allow-listed differences, with the reason:
   reference's the next of a sequence fixed by its constructor seed, so only the target is
   compared for plain resets (replays name their picture in the init state).
 """
-import numpy as np
 import pytest
 
 import visgym
-from parity_data import (episode_id, load_parity, parity_dir, reference_episode,
-                         reference_frame, replay_env, replay_init_state, replay_kwargs,
-                         replay_steps, require_recordings)
+from parity_data import (check_reset_frame, episode_id, inputs_dir, load_parity,
+                         reference_episode, replay_env, replay_kwargs, replay_steps,
+                         require_recordings, start_replay, step_changing_nothing)
 
 EPISODES = load_parity("jigsaw")
 ALLOWED_EXCEPTIONS = {"TypeError", "AttributeError"}
@@ -42,14 +41,7 @@ def _perm(env):
 
 @pytest.mark.parametrize("episode", EPISODES, ids=episode_id)
 def test_replays_reference_episode(episode):
-    env = replay_env(episode)
-    init = replay_init_state(episode)
-    assert [*env.frame_hw[0].tolist(), 3] == episode["obs_shape"]
-    assert list(env.frame(0).shape) == episode["obs_shape"]
-    assert env.prompt() == episode["prompt"]
-    assert env.state_dicts()[0] == init
-    raised = {s["exception"] for s in episode["steps"] if "exception" in s}
-    assert raised <= ALLOWED_EXCEPTIONS
+    env, init = start_replay(episode, raised=ALLOWED_EXCEPTIONS)
     for t, step in replay_steps(env, episode):
         state = step["state"]
         assert _perm(env) == state["perm"], f"step {t}"
@@ -102,34 +94,21 @@ REFERENCE_RAISED = {
 def test_actions_that_made_the_reference_raise_are_invalid_payloads(env_id, action):
     episode = reference_episode(EPISODES, env_id)
     env = replay_env(episode)
-    before = env.state_dicts()
-    frame = env.frames.copy()
-    _, reward, terminated, _, info = env.step([action])
+    info = step_changing_nothing(env, action)
     name = action[2:action.index("'", 2)]
     payload = action[len(name) + 5:-1]
     if payload.startswith("'"):
         payload = payload.strip("'")
     assert info["feedback"][0] == (f"The action {payload} is not in the valid action space of "
                                    f"{name} so nothing is executed.")
-    assert env.state_dicts() == before and not terminated[0] and reward[0] == 0
-    np.testing.assert_array_equal(env.frames, frame)
 
 
 @pytest.mark.parametrize("difficulty", ["easy", "hard"])
 def test_reset_frame_matches_the_reference_pixel_for_pixel(difficulty):
-    episode = reference_episode(EPISODES, f"jigsaw/{difficulty}")
-    want = reference_frame("jigsaw", difficulty)
-    env = replay_env(episode)
-    got = env.frame(0)
-    assert got.shape == want.shape
-    differs = (got != want).any(axis=2)
-    assert not differs.any(), f"{int(differs.sum())} pixels differ"
-    # Outside the episode's own frame the buffer is zero.
-    h, w = want.shape[:2]
-    assert not env.frames[0, h:].any() and not env.frames[0, :, w:].any()
+    check_reset_frame(EPISODES, "jigsaw", difficulty)
 
 
 def test_recorded_image_folder_is_scanned_as_the_reference_scans_it():
     require_recordings("jigsaw")
-    env = visgym.make("jigsaw/easy", sample_dir=str(parity_dir() / "inputs" / "jigsaw"))
+    env = visgym.make("jigsaw/easy", sample_dir=inputs_dir("jigsaw"))
     assert env.family.source.names == tuple(f"img{k}.png" for k in range(6))

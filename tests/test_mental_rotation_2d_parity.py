@@ -24,13 +24,12 @@ Allow-listed differences, with the reason:
   next of a list shuffled by its constructor seed, so only the angles are compared for plain
   resets (replays name their photo in the init state).
 """
-import numpy as np
 import pytest
 
 import visgym
-from parity_data import (episode_id, load_parity, parity_dir, reference_episode,
-                         reference_frame, replay_env, replay_init_state, replay_kwargs,
-                         replay_steps, require_recordings)
+from parity_data import (check_reset_frame, episode_id, inputs_dir, load_parity,
+                         reference_episode, replay_env, replay_init_state, replay_kwargs,
+                         replay_steps, require_recordings, start_replay, step_changing_nothing)
 
 EPISODES = load_parity("mental_rotation_2d")
 SOLVER_KINDS = ("solver", "solver_noisy")
@@ -50,15 +49,8 @@ def test_every_public_episode_is_here():
 
 @pytest.mark.parametrize("episode", EPISODES, ids=episode_id)
 def test_replays_reference_episode(episode):
-    env = replay_env(episode)
-    init = replay_init_state(episode)
-    assert [*env.frame_hw[0].tolist(), 3] == episode["obs_shape"]
-    assert list(env.frame(0).shape) == episode["obs_shape"]
-    assert env.prompt() == episode["prompt"]
+    env, init = start_replay(episode, raised={"OverflowError"})
     assert episode["text_obs"] is None
-    assert env.state_dicts()[0] == init
-    raised = {s["exception"] for s in episode["steps"] if "exception" in s}
-    assert raised <= {"OverflowError"}
     for t, step in replay_steps(env, episode):
         state = step["state"]
         got = env.state_dicts()[0]
@@ -127,30 +119,20 @@ REFERENCE_RAISED = ["('rotate', 100000000000000000000)", "('rotate', -1000000000
 def test_actions_that_made_the_reference_raise_are_invalid_payloads(difficulty, action):
     episode = reference_episode(EPISODES, f"mental_rotation_2d/{difficulty}")
     env = replay_env(episode)
-    before = env.state_dicts()
-    frame = env.frames.copy()
-    _, reward, terminated, _, info = env.step([action])
+    info = step_changing_nothing(env, action)
     payload = action[len("('rotate', "):-1]
     assert info["feedback"][0] == (f"The action {payload} is not in the valid action space of "
                                    f"rotate so nothing is executed.")
     assert info["invalid"][0]
-    assert env.state_dicts() == before and not terminated[0] and reward[0] == 0
-    np.testing.assert_array_equal(env.frames, frame)
 
 
 @pytest.mark.parametrize("difficulty", ["easy", "hard"])
 def test_reset_frame_matches_the_reference_pixel_for_pixel(difficulty):
-    episode = reference_episode(EPISODES, f"mental_rotation_2d/{difficulty}")
-    want = reference_frame("mental_rotation_2d", difficulty)
-    env = replay_env(episode)
-    got = env.frame(0)
-    assert got.shape == want.shape == tuple(episode["obs_shape"])
-    differs = (got != want).any(axis=2)
-    assert not differs.any(), f"{int(differs.sum())} pixels differ"
+    check_reset_frame(EPISODES, "mental_rotation_2d", difficulty)
 
 
 def test_recorded_image_folder_is_scanned_as_the_reference_scans_it():
     require_recordings("mental_rotation_2d")
     env = visgym.make("mental_rotation_2d/easy",
-                      sample_dir=str(parity_dir() / "inputs" / "mental_rotation_2d"))
+                      sample_dir=inputs_dir("mental_rotation_2d"))
     assert env.family.source.names == tuple(f"img{k}.png" for k in range(6))

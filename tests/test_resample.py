@@ -1,6 +1,8 @@
 """render/resample.py, the one resampling face: Pillow-exact regions (crop and box, Lanczos and
-bilinear), the incremental whole-image Lanczos resizer, and the batch area / bilinear passes,
-each against Pillow or an independent formula; bad arguments raise ValueError naming them."""
+bilinear), the incremental whole-image Lanczos resizer, the batch area / bilinear passes, each
+against Pillow or an independent formula, and the OpenCV-linear face against cv2.resize
+(INTER_LINEAR) pixel for pixel (cv2 is a test oracle only); bad arguments raise ValueError
+naming them."""
 from __future__ import annotations
 
 import numpy as np
@@ -129,3 +131,58 @@ def test_old_entry_points_are_gone():
     for name in ("visgym.render.resize", "visgym.render.compose"):
         with pytest.raises(ImportError):
             __import__(name)
+
+
+# --------------------------------------------------------------------------- OpenCV linear
+def _photo_like(h, w, seed):
+    """Smooth ramps with 30% noise pixels: both interpolation regimes."""
+    rng = np.random.default_rng(seed)
+    size = max(h, w)
+    y, x = np.mgrid[0:size, 0:size]
+    smooth = np.stack([x * 255 // max(size - 1, 1), y * 255 // max(size - 1, 1),
+                       (x + y) * 127 // max(size - 1, 1)], -1)
+    noise = rng.integers(0, 256, (size, size, 3))
+    image = np.where(rng.random((size, size, 1)) < 0.3, noise, smooth).astype(np.uint8)
+    return image[:h, :w].copy()
+
+
+# mental_rotation_2d's photos (to S x S) and shapes around them.
+@pytest.mark.parametrize("src_hw,dst_hw", [
+    ((336, 504), (128, 128)), ((300, 451), (128, 128)), ((100, 90), (128, 128)),
+    ((256, 256), (128, 128)), ((512, 512), (128, 128)), ((200, 333), (128, 128)),
+    ((50, 77), (31, 45)), ((100, 100), (37, 37)), ((64, 64), (96, 96)), ((1, 1), (8, 8)),
+    ((3, 700), (128, 128)), ((128, 128), (128, 128)), ((336, 504), (64, 64)),
+])
+def test_linear_is_cv2_resize_inter_linear_on_photos(src_hw, dst_hw):
+    cv2 = pytest.importorskip("cv2")
+    image = _photo_like(*src_hw, seed=4)
+    want = cv2.resize(image, (dst_hw[1], dst_hw[0]), interpolation=cv2.INTER_LINEAR)
+    got = resample.linear(image, (dst_hw[1], dst_hw[0]))
+    assert got.shape == want.shape
+    assert np.array_equal(got, want), int((got != want).any(2).sum())
+
+
+# The clip source's decoded frames (any size to 224 x 224), into a preallocated output.
+@pytest.mark.parametrize("shape", [(64, 64), (240, 320), (240, 427), (100, 50), (7, 300),
+                                   (480, 640), (1, 1), (2, 3), (300, 224), (224, 224)])
+def test_linear_is_cv2_resize_inter_linear_on_frames(shape):
+    cv2 = pytest.importorskip("cv2")
+    src = np.random.default_rng(sum(shape)).integers(0, 256, (*shape, 3), dtype=np.uint8)
+    got = np.empty((224, 224, 3), np.uint8)
+    assert resample.linear(src, (224, 224), out=got) is got
+    np.testing.assert_array_equal(got, cv2.resize(src, (224, 224),
+                                                  interpolation=cv2.INTER_LINEAR))
+
+
+def test_linear_refuses_bad_input():
+    with pytest.raises(ValueError, match="image"):
+        resample.linear(np.zeros((4, 4), np.uint8), (2, 2))
+    with pytest.raises(ValueError, match="size"):
+        resample.linear(np.zeros((4, 4, 3), np.uint8), (0, 2))
+    with pytest.raises(ValueError, match="size"):
+        resample.linear(np.zeros((4, 4, 3), np.uint8), (2.5, 2))
+    with pytest.raises(ValueError, match="out"):
+        resample.linear(np.zeros((4, 4, 3), np.uint8), (2, 3), out=np.empty((2, 3, 3), np.uint8))
+    image = np.zeros((4, 4, 3), np.uint8)
+    with pytest.raises(ValueError, match="out"):
+        resample.linear(image, (4, 4), out=image)

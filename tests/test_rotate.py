@@ -5,8 +5,8 @@ for uint8: the matrix equals cv2's in every bit; the interpolation equals ``cv2.
 fixed-point maps (1/32 pixel, integer weights: the path OpenCV 4's warpAffine ends in) that this
 test computes from warpAffine's coordinate rule on its own; the reference's frames are reproduced
 pixel for pixel. The installed OpenCV (5.x) moved warpAffine itself to a floating-point path: there
-the comparison is exact at 0/90/180/270 degrees and within a few levels elsewhere. The resize is
-``cv2.resize(INTER_LINEAR)`` exactly; the disk spans are cv2.circle's filled disk.
+the comparison is exact at 0/90/180/270 degrees and within a few levels elsewhere. The disk spans
+are cv2.circle's filled disk. (The resize the pictures start from: tests/test_resample.py.)
 """
 import math
 
@@ -15,8 +15,8 @@ import pytest
 
 from visgym.render.circles import disk_mask
 from visgym.core.threads import THREAD_BYTES
-from visgym.render.rotate import (bilinear_table, disk_spans, pack_rgb, resize_linear, rotate,
-                                  rotate_rows, rotation_matrix)
+from visgym.render.rotate import (bilinear_table, disk_spans, pack_rgb, rotate, rotate_rows,
+                                  rotation_matrix)
 
 cv2 = pytest.importorskip("cv2")
 
@@ -143,27 +143,6 @@ def test_disk_spans_refuse_a_row_with_a_gap():
     mask[1, [0, 2]] = True
     with pytest.raises(ValueError, match="row 1"):
         disk_spans(mask)
-
-
-@pytest.mark.parametrize("src_hw,dst_hw", [
-    ((336, 504), (128, 128)), ((300, 451), (128, 128)), ((100, 90), (128, 128)),
-    ((256, 256), (128, 128)), ((512, 512), (128, 128)), ((200, 333), (128, 128)),
-    ((50, 77), (31, 45)), ((100, 100), (37, 37)), ((64, 64), (96, 96)), ((1, 1), (8, 8)),
-    ((3, 700), (128, 128)), ((128, 128), (128, 128)), ((336, 504), (64, 64)),
-])
-def test_resize_linear_is_cv2_resize_inter_linear(src_hw, dst_hw):
-    image = _image(max(src_hw), seed=4)[:src_hw[0], :src_hw[1]].copy()
-    want = cv2.resize(image, (dst_hw[1], dst_hw[0]), interpolation=cv2.INTER_LINEAR)
-    got = resize_linear(image, *dst_hw)
-    assert got.shape == want.shape
-    assert np.array_equal(got, want), int((got != want).any(2).sum())
-
-
-def test_resize_linear_refuses_bad_input():
-    with pytest.raises(ValueError, match="image"):
-        resize_linear(np.zeros((4, 4), np.uint8), 2, 2)
-    with pytest.raises(ValueError, match="positive size"):
-        resize_linear(np.zeros((4, 4, 3), np.uint8), 0, 2)
 
 
 def test_batched_rows_use_their_own_picture_and_angle_and_leave_other_rows_alone():

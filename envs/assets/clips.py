@@ -22,9 +22,9 @@ implicit ``data/videos``; this layer does not (name the folder).
 Decoding (folders): PyAV (``av``, the optional extra ``pip install visgym[video]``), imported
 only when a folder clip is first read; without it the error names the extra. Frames are decoded
 in order (the same pixels as OpenCV's FFmpeg capture of the reference: the parity test checks),
-each resized to 224 x 224 with OpenCV's INTER_LINEAR arithmetic (kernels/clips.py) and kept as
-RGB. Bounds: a file of 0 bytes, more than ``MAX_CLIP_BYTES``, a declared frame larger than
-``MAX_FRAME_PIXELS``, or that cannot be demuxed or decoded raises :class:`ClipFileError` naming
+each resized to 224 x 224 with OpenCV's INTER_LINEAR arithmetic (render/resample.linear) and
+kept as RGB. Bounds: a file of 0 bytes, more than ``MAX_CLIP_BYTES``, a declared frame larger
+than ``MAX_FRAME_PIXELS``, or that cannot be demuxed or decoded raises :class:`ClipFileError` naming
 the file (never skipped: the same seed must never silently show another clip); at most
 ``MAX_DECODED_FRAMES`` frames of a clip are read.
 
@@ -49,6 +49,7 @@ import numpy as np
 from ...core.cache import BoundedCache
 from ...core.validate import describe, show_path
 from ...kernels import clips as kern
+from ...render import resample
 
 ENV_VAR = "VIS_GYM_VIDEO_DIR"
 BUNDLE_DIR = "partial_datasets"
@@ -226,9 +227,7 @@ def decode_clip(path, max_frames: int = MAX_DECODED_FRAMES) -> tuple[int, np.nda
                     raise ClipFileError(f"{shown}: a {frame.width}x{frame.height} frame is "
                                         f"beyond the {MAX_FRAME_PIXELS:,} pixels decoded at most")
                 rgb = frame.to_ndarray(format="rgb24")
-                out = np.empty((FRAME_PX, FRAME_PX, 3), np.uint8)
-                kern.resize_linear(np.ascontiguousarray(rgb), out)
-                frames.append(out)
+                frames.append(resample.linear(rgb, (FRAME_PX, FRAME_PX)))
                 if len(frames) >= max_frames:
                     break
     except ClipFileError:
