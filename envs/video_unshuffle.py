@@ -24,9 +24,17 @@ RandomState(s) are tried in that order (the first that gives N frames is used; t
 seed the RandomState with their two 32-bit halves.
 
 State: ``clip`` (index into the family's clip table), ``positions`` (frame indices in the clip,
-ascending), ``order`` (frame id shown in each slot, 1-based), ``start_order`` (the order at reset
-or load) and ``tiles`` uint8 (B, N, 224, 224, 3), the chosen frames in chronological order,
-fixed after reset. A step redraws only the slots whose frame changed (kernels/video_unshuffle.py).
+ascending), ``order`` (frame id shown in each slot, 1-based) and ``start_order`` (the order at
+reset or load); pixels do not live in the State (DESIGN "Assets and real data"). The frames of
+an episode are a pure function of (clip, positions): the family keeps them, read-only, in a
+store keyed by that pair (a ``core.cache.BoundedCache`` of ``FRAME_STORE_BYTES``, shared by its
+BatchEnvs and threads; a reset stores the frames it chose, a load the frames it read, and a
+frame set the store has dropped is decoded again). Each BatchEnv copies its episodes' frames into
+its workspace (``VideoWorkspace.tiles``, uint8 (B, N, 224, 224, 3): counted per episode by
+``Family.row_bytes``) when a row shows a new (clip, positions), i.e. once per reset or load; a
+step redraws only the slots whose frame changed (the label boxes: kernels/video_unshuffle.py;
+the swap / reorder gathers and the solved test: kernels/slot_orders.py, shared with
+zoom_in_puzzle).
 
 Deviations from the reference, on purpose:
 - Clip source: ``root_dir``, else ``$VIS_GYM_VIDEO_DIR``, else ``partial_datasets/ssv2`` under the
@@ -70,17 +78,22 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core import threads
+from ..core.cache import BoundedCache
 from ..core.family import Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntArray, Permutation
 from ..core.validate import InitSchema, describe, integer, is_integer, one_of, real
-from ..kernels.video_unshuffle import draw_boxes, solved_rows, step_orders
+from ..kernels.video_unshuffle import draw_boxes
 from ..render import blit, labels
+from . import slot_puzzle
 from .assets.clips import (FRAME_PX, MAX_DECODED_FRAMES, STRATEGIES, ClipFileError,
                            ClipSourceError, clip_source)
 
 MAX_FRAMES = 16
 TILE_BYTES = FRAME_PX * FRAME_PX * 3
 MAX_ATTEMPTS = 100          # clips a reset tries (the reference's bound)
+# The family's store of episode frames, per (clip, frame positions): N frames of 150 KB each,
+# shared by the instance's BatchEnvs (an easy episode's are 600 KB: ~430 clips' worth).
+FRAME_STORE_BYTES = 256 << 20
 # The reference's label: OpenCV Hershey Simplex at scale 0.8, thickness 2: a text of d digits
 # measures tw = 16 d + 2, th = 18; its baseline-left corner is (224 - tw - 5, 224 - 5), and the
 # box spans (x - 5, y - th - 5) .. (x + tw + 5, y + 5), clipped to the tile.
@@ -141,7 +154,14 @@ class VideoUnshuffleState(NamedTuple):
     positions: np.ndarray     # int32[B, N] frame indices in the clip
     order: np.ndarray         # int32[B, N] 1-based frame id shown in each slot
     start_order: np.ndarray   # int32[B, N] the order at reset / load
-    tiles: np.ndarray         # uint8[B, N, 224, 224, 3] the frames, chronological
+
+
+class VideoWorkspace(NamedTuple):
+    """One BatchEnv's render scratch: its episodes' frames, copied from the family's store."""
+    drawn: np.ndarray         # int32[B, N] frame (0-based) each slot of each frame shows (-1: none)
+    tiles: np.ndarray         # uint8[B, N, 224, 224, 3] the episode's frames, chronological
+    tile_clip: np.ndarray     # int64[B] clip the row's tiles came from (-1: none)
+    tile_positions: np.ndarray  # int32[B, N] the frame positions they came from
 
 
 def _seeded(rng: np.random.RandomState, seed: int) -> np.random.RandomState:
@@ -224,7 +244,7 @@ def _grammar(n: int) -> Grammar:
 
 
 # --------------------------------------------------------------------------- the family
-class VideoUnshuffle(Family):
+class VideoUnshuffle(slot_puzzle.SlotOrderPuzzle, Family):
     name = "video_unshuffle"
     Params = VideoUnshuffleParams
     presets = {"easy": VideoUnshuffleParams(num_frames=4),
@@ -232,19 +252,22 @@ class VideoUnshuffle(Family):
     grammar = _grammar(4)   # the instance's own is set in __init__
     solver_strategies = ("swap", "reorder")
     data_dir_keyword = "root_dir"
+    first_id = 1                 # the State's frame ids are 1-based, as the reference's order
+    plan_stop = STOP_ACTION
+    workspace_type = VideoWorkspace
 
     def __init__(self, params: VideoUnshuffleParams):
         self.n_frames = n = int(params.num_frames)
-        self.grammar = _grammar(n)
-        super().__init__(params)
-        self.swap_kind = self.grammar.index("swap")
-        self.reorder_kind = self.grammar.index("reorder")
+        self._init_slots(params, _grammar(n), n)
         try:
             self.source = clip_source(params.root_dir, video_label=params.video_label)
         except (ClipSourceError, ClipFileError, OSError) as error:
             text_ = " ".join(str(error).split())
             raise ValueError(f"root_dir: {text_[:300]}") from None
         self.box_x, self.box_y, self.ink, self.ink_x, self.ink_y = _labels(n)
+        # (clip, positions) -> the episode's frames, uint8 (N, 224, 224, 3) read-only, shared by
+        # this instance's BatchEnvs and threads (locked, bounded; a pure function of its key).
+        self._frames = BoundedCache("video_unshuffle episode frames", max_bytes=FRAME_STORE_BYTES)
 
     @property
     def frame_shape(self) -> tuple[int, int]:
@@ -256,14 +279,23 @@ class VideoUnshuffle(Family):
         return VideoUnshuffleState(
             clip=np.zeros(batch, np.int32),
             positions=np.broadcast_to(np.arange(n, dtype=np.int32), (batch, n)).copy(),
-            order=ident.copy(), start_order=ident.copy(),
-            tiles=np.zeros((batch, n, FRAME_PX, FRAME_PX, 3), np.uint8))
+            order=ident.copy(), start_order=ident.copy())
 
-    def new_workspace(self, batch: int):
-        # The frame (0-based) each slot of each frame shows now (-1: not drawn).
-        return np.full((batch, self.n_frames), -1, np.int32)
+    def new_workspace(self, batch: int) -> VideoWorkspace:
+        n = self.n_frames
+        return VideoWorkspace(
+            drawn=np.full((batch, n), -1, np.int32),
+            tiles=np.zeros((batch, n, FRAME_PX, FRAME_PX, 3), np.uint8),
+            tile_clip=np.full(batch, -1, np.int64),
+            tile_positions=np.zeros((batch, n), np.int32))
 
     # -- episodes -------------------------------------------------------------------------
+    def _frames_at(self, clip: int, positions) -> np.ndarray:
+        """The frames of clip ``clip`` at ``positions`` (read-only), from the store, decoded
+        again when it has dropped them (ClipFileError names an unreadable file)."""
+        key = (int(clip), tuple(int(p) for p in positions))
+        return self._frames.get_or_build(key, lambda: self.source.frames_at(*key))
+
     def _select(self, clip: int, seed: int):
         p = self.params
         return self.source.select(clip, self.n_frames, p.sampling_strategy, p.min_frame_diff,
@@ -300,7 +332,8 @@ class VideoUnshuffle(Family):
             state.positions[b] = chosen.positions
             state.order[b] = order
             state.start_order[b] = order
-            state.tiles[b] = chosen.frames
+            # The chosen frames are the clip's frames at their positions: stored for the draw.
+            self._frames.put((clip, tuple(int(p) for p in chosen.positions)), chosen.frames)
 
     def _video_id(self, field: str, value) -> int:
         try:
@@ -343,20 +376,19 @@ class VideoUnshuffle(Family):
                              "frame_positions": self._positions,
                              "start_order": (self._order, None)}, self._check_label)
         parsed = schema.parse_all(init_states)
-        tiles = []
         for k, init in enumerate(parsed):
+            # Read now, so that an unreadable frame refuses the call before anything changes.
             try:
-                tiles.append(self.source.frames_at(init["video_id"], init["frame_positions"]))
+                self._frames_at(init["video_id"], init["frame_positions"])
             except ClipFileError as exc:
                 raise ValueError(f"init_states[{k}].video_id: {exc}") from None
-        for b, init, frames in zip(np.asarray(rows).tolist(), parsed, tiles):
+        for b, init in zip(np.asarray(rows).tolist(), parsed):
             state.clip[b] = init["video_id"]
             state.positions[b] = init["frame_positions"]
             state.order[b] = init["shuffled_order"]
             start = init["start_order"]
             # Without a start order the episode starts here, at the order it holds.
             state.start_order[b] = init["shuffled_order"] if start is None else start
-            state.tiles[b] = frames
 
     def to_init_state(self, state, i: int) -> dict:
         clip = int(state.clip[i])
@@ -371,50 +403,42 @@ class VideoUnshuffle(Family):
         start = [int(v) for v in state.start_order[i]]
         return [start.index(f) + 1 for f in range(1, self.n_frames + 1)]
 
-    def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
-        step_orders(state.order, actions.kind, actions.ints, rows, self.swap_kind,
-                    self.reorder_kind)
-
-    def is_success(self, state) -> np.ndarray:
-        out = np.empty(state.order.shape[0], np.bool_)
-        solved_rows(state.order, out)
-        return out
-
+    # step_rows, is_success, goal_state, potential: envs/slot_puzzle.py.
     def metrics(self, state) -> dict:
         # The reference's info "tau": the success flag at the current state (not a correlation).
         return {"tau": self.is_success(state).astype(np.float64)}
 
-    def goal_state(self, state):
-        state.order[:] = np.arange(1, self.n_frames + 1, dtype=np.int32)
-        return state
-
-    def potential(self, state, out) -> None:
-        # Slots not showing their own frame (0 exactly when the order is solved).
-        ident = np.arange(1, self.n_frames + 1, dtype=np.int32)
-        np.sum(state.order != ident, axis=1, out=out, dtype=np.float32)
-
     # -- pixels ---------------------------------------------------------------------------
-    def _draw(self, state, frames, rows, work, full: bool) -> None:
+    # render_rows, render_after_step: envs/slot_puzzle.py, with these three.
+    def _stale_tiles(self, state, work: VideoWorkspace, rows) -> np.ndarray:
+        return (work.tile_clip[rows] != state.clip[rows]) | (
+            work.tile_positions[rows] != state.positions[rows]).any(axis=1)
+
+    def _fill_tiles(self, state, work: VideoWorkspace, rows) -> None:
+        """Copy the frames of ``rows`` from the family's store into the workspace."""
+        for b in rows:
+            work.tiles[b] = self._frames_at(state.clip[b], state.positions[b])
+            work.tile_clip[b] = state.clip[b]
+            work.tile_positions[b] = state.positions[b]
+
+    def _draw(self, state, frames, rows, work: VideoWorkspace, full: bool) -> None:
         """Copy the slots of ``rows`` that need it (all with ``full``, else those whose frame
         changed) with streamed stores (render/blit.py), then blend their label boxes, in parts
         on both cores."""
         batch, n = frames.shape[0], self.n_frames
-        if work is None or work.shape != (batch, n):
-            work = self.new_workspace(batch)
-            full = True
         rows = np.asarray(rows, dtype=np.int64)
         shown = state.order[rows] - 1
-        need = np.ones(shown.shape, np.bool_) if full else shown != work[rows]
+        need = np.ones(shown.shape, np.bool_) if full else shown != work.drawn[rows]
         where, slots = np.nonzero(need)
         if where.shape[0] == 0:
             return
         pair_rows = rows[where]
         tile_ids = shown[where, slots].astype(np.int64)
         slots = slots.astype(np.int64)
-        work[pair_rows, slots] = tile_ids
+        work.drawn[pair_rows, slots] = tile_ids
         flat = frames.reshape(batch, frames.shape[1], frames.shape[2] * 3)
-        tiles = state.tiles.reshape(batch, n, FRAME_PX, FRAME_PX * 3)
-        pictures = state.tiles.reshape(batch, n, -1)
+        tiles = work.tiles.reshape(batch, n, FRAME_PX, FRAME_PX * 3)
+        pictures = work.tiles.reshape(batch, n, -1)
         stream = pair_rows.shape[0] * TILE_BYTES >= blit.STREAM_BYTES
 
         def part(idx):
@@ -428,13 +452,6 @@ class VideoUnshuffle(Family):
         threads.FRAME_POOL.run_parts(part, picks, np.full(picks.shape[0], TILE_BYTES),
                                      threads.THREAD_BYTES)
 
-    def render_rows(self, state, frames, rows, work) -> None:
-        if len(rows):
-            self._draw(state, frames, rows, work, True)
-
-    def render_after_step(self, state, frames, work) -> None:
-        self._draw(state, frames, np.arange(frames.shape[0], dtype=np.int64), work, False)
-
     def prompt(self, state, i: int, text_mode: bool = False) -> str:
         return _prompt(self.n_frames, self.source.labels[int(state.clip[i])])
 
@@ -445,19 +462,4 @@ class VideoUnshuffle(Family):
         if strategy not in self.solver_strategies:
             raise ValueError(f"strategy: expected one of {list(self.solver_strategies)}, got "
                              f"{describe(strategy)}")
-        plans = []
-        for b in np.asarray(rows).tolist():
-            order = [int(v) for v in state.order[b]]
-            plan = []
-            if strategy == "reorder":
-                slots = [order.index(k) + 1 for k in range(1, len(order) + 1)]
-                plan.append(f"('reorder', {slots})")
-            else:
-                for i in range(len(order)):
-                    if order[i] != i + 1:
-                        j = order.index(i + 1)
-                        order[i], order[j] = order[j], order[i]
-                        plan.append(f"('swap', ({i + 1}, {j + 1}))")
-            plan.append(STOP_ACTION)
-            plans.append(plan)
-        return plans
+        return self.slot_plans(state, rows, strategy)

@@ -93,9 +93,9 @@ from ..core.family import Family
 from ..core.grammar import STOP, ActionSpec, Grammar, IntArray, Permutation
 from ..core.validate import (InitSchema, boolean, describe, integer, is_integer, one_of,
                              real, reals)
-from ..kernels.zoom_in_puzzle import solved_rows, step_orders
 from ..render import blit, labels, resample
 from ..render.atlas import PictureStore
+from . import slot_puzzle
 from .assets.images import ZOOM_IN_SCAN, ImageFileError, image_source
 
 TILE_PX = 224
@@ -328,7 +328,7 @@ def _whole_tile(image: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- the family
-class ZoomInPuzzle(Family):
+class ZoomInPuzzle(slot_puzzle.SlotOrderPuzzle, Family):
     name = "zoom_in_puzzle"
     Params = ZoomInPuzzleParams
     presets = {"easy": ZoomInPuzzleParams(num_zoom_views=4),
@@ -336,13 +336,13 @@ class ZoomInPuzzle(Family):
     grammar = _grammar(4)   # the instance's own, for its number of views, is set in __init__
     solver_strategies = ("reorder", "swap")
     data_dir_keyword = "sample_dir"
+    first_id = 0                 # the State's crop ids are 0-based, as the reference's order
+    plan_stop = REFERENCE_STOP
+    workspace_type = ZoomWorkspace
 
     def __init__(self, params: ZoomInPuzzleParams):
         self.n_views = n = int(params.num_zoom_views)
-        self.grammar = _grammar(n)
-        super().__init__(params)
-        self.swap_kind = self.grammar.index("swap")
-        self.reorder_kind = self.grammar.index("reorder")
+        self._init_slots(params, _grammar(n), n)
         self.min_zoom = float(params.setting("min_zoom_level"))
         self.zoom_gap = float(params.setting("zoom_gap"))
         self.zoom_std = float(params.setting("zoom_std"))
@@ -384,16 +384,11 @@ class ZoomInPuzzle(Family):
             tile_boxes=np.zeros((batch, n, 4), np.int32),
         )
 
-    def _work(self, work, batch: int) -> ZoomWorkspace:
-        if not isinstance(work, ZoomWorkspace) or work.drawn.shape != (batch, self.n_views):
-            return self.new_workspace(batch)
-        return work
-
     # -- episodes -------------------------------------------------------------------------
     def _image(self, image_id: int) -> np.ndarray:
         return self.source.array(image_id)
 
-    def _render_tiles(self, state, work: ZoomWorkspace, rows) -> None:
+    def _fill_tiles(self, state, work: ZoomWorkspace, rows) -> None:
         """Resample the tiles of ``rows`` from their images and boxes into the workspace (many
         tiles on both cores)."""
         jobs = []
@@ -508,25 +503,15 @@ class ZoomInPuzzle(Family):
             "current_view_order": [int(v) for v in state.order[i]],
         }
 
-    def step_rows(self, state, actions, rows, reward, terminated, feedback) -> None:
-        step_orders(state.order, actions.kind, actions.ints, rows, self.swap_kind,
-                    self.reorder_kind)
-
-    def is_success(self, state) -> np.ndarray:
-        out = np.empty(state.order.shape[0], np.bool_)
-        solved_rows(state.order, out)
-        return out
-
-    def goal_state(self, state):
-        state.order[:] = np.arange(self.n_views, dtype=np.int32)
-        return state
-
-    def potential(self, state, out) -> None:
-        # Slots not showing their own view (0 exactly when the order is the identity).
-        identity = np.arange(self.n_views, dtype=np.int32)
-        np.sum(state.order != identity, axis=1, out=out, dtype=np.float32)
+    # step_rows, is_success, goal_state, potential: envs/slot_puzzle.py.
 
     # -- pixels ---------------------------------------------------------------------------
+    # render_rows, render_after_step: envs/slot_puzzle.py, with _stale_tiles, _fill_tiles and
+    # _draw. Tiles are a pure function of (image, boxes): only rows showing new ones resample.
+    def _stale_tiles(self, state, work: ZoomWorkspace, rows) -> np.ndarray:
+        return (work.tile_id[rows] != state.image_id[rows]) | (
+            work.tile_boxes[rows] != state.crop_boxes[rows]).any(axis=(1, 2))
+
     def _draw(self, state, frames, rows, work: ZoomWorkspace, full: bool) -> None:
         batch = frames.shape[0]
         tiles = work.tiles.reshape(batch, self.n_views + 1, TILE_PX, TILE_PX * 3)
@@ -534,48 +519,10 @@ class ZoomInPuzzle(Family):
         blit.draw_tiles(flat, tiles, state.order, work.drawn, self.labels, self.label_w, rows,
                         full)
 
-    def render_rows(self, state, frames, rows, work) -> None:
-        rows = np.ascontiguousarray(rows, dtype=np.int64)
-        if rows.shape[0] == 0:
-            return
-        work = self._work(work, frames.shape[0])
-        # Tiles are a pure function of (image, boxes): resample only rows showing new ones.
-        stale = (work.tile_id[rows] != state.image_id[rows]) | (
-            work.tile_boxes[rows] != state.crop_boxes[rows]).any(axis=(1, 2))
-        if stale.any():
-            self._render_tiles(state, work, rows[stale].tolist())
-        self._draw(state, frames, rows, work, True)
-
-    def render_after_step(self, state, frames, work) -> None:
-        all_rows = np.arange(frames.shape[0], dtype=np.int64)
-        if not isinstance(work, ZoomWorkspace) or work.drawn.shape != (frames.shape[0],
-                                                                        self.n_views):
-            self.render_rows(state, frames, all_rows, None)
-            return
-        self._draw(state, frames, all_rows, work, False)
-
     def prompt(self, state, i: int, text_mode: bool = False) -> str:
         return self._prompt
 
     # -- solvers --------------------------------------------------------------------------
     def solve(self, state, rows, strategy, num_steps, seeds) -> list[list[str]]:
         # num_steps is ignored, as in the reference: both plans have a fixed length.
-        strategy = strategy or "reorder"
-        plans = []
-        for b in np.asarray(rows).tolist():
-            order = [int(v) for v in state.order[b]]
-            plan = []
-            if strategy == "reorder":
-                slot_of = [0] * len(order)
-                for slot, crop in enumerate(order):
-                    slot_of[crop] = slot
-                plan.append(f"('reorder', {[s + 1 for s in slot_of]})")
-            else:
-                for i in range(len(order)):
-                    if order[i] != i:
-                        j = order.index(i)
-                        order[i], order[j] = order[j], order[i]
-                        plan.append(f"('swap', ({i + 1}, {j + 1}))")
-            plan.append(REFERENCE_STOP)
-            plans.append(plan)
-        return plans
+        return self.slot_plans(state, rows, strategy or "reorder")

@@ -1,49 +1,15 @@
-"""Batched kernels for rows of frames shown in a permuted order with positional slot labels on
+"""Batched drawing of rows of frames shown in a permuted order with positional slot labels on
 a half-dark box (video_unshuffle), in Numba.
 
-Nothing here knows a family by name. ``order`` (B, N) holds, per display slot, the 1-based id of
-the frame shown there; ``frames`` (B, N, T, T, 3) the frames in their own order. Steps are
-gathers on ``order``; drawing copies each slot's frame (render/blit.py, streamed stores), then
-blends the slot's label box (``draw_boxes``): every box pixel p becomes ``dim[p]`` (the 60 %
-black / 40 % image blend, rounded as OpenCV's addWeighted rounds it), then the digit ink over it
-with its coverage c: ``v + ((255 - v) * c + 127) // 255``.
+Nothing here knows a family by name. The steps (gathers on the order) and the solved test are
+kernels/slot_orders.py's. Drawing copies each slot's frame (render/blit.py, streamed stores) from
+the BatchEnv's workspace tiles (B, N, T, T, 3, the frames in their own order), then blends the
+slot's label box (``draw_boxes``): every box pixel p becomes ``dim[p]`` (the 60 % black / 40 %
+image blend, rounded as OpenCV's addWeighted rounds it), then the digit ink over it with its
+coverage c: ``v + ((255 - v) * c + 127) // 255``.
 """
 import numpy as np
 from numba import njit
-
-
-@njit(cache=True, nogil=True)
-def step_orders(order, kind, ints, rows, swap_kind, reorder_kind):
-    """Each row's swap (ints[0], ints[1]: 1-based slots) or reorder (ints[:N]: 1-based,
-    new[k] = old[ints[k] - 1]) where ``rows`` is true. Payloads are already validated."""
-    n = order.shape[1]
-    scratch = np.empty(n, order.dtype)
-    for b in range(order.shape[0]):
-        if not rows[b]:
-            continue
-        if kind[b] == swap_kind:
-            i = ints[b, 0] - 1
-            j = ints[b, 1] - 1
-            t = order[b, i]
-            order[b, i] = order[b, j]
-            order[b, j] = t
-        elif kind[b] == reorder_kind:
-            for k in range(n):
-                scratch[k] = order[b, ints[b, k] - 1]
-            for k in range(n):
-                order[b, k] = scratch[k]
-
-
-@njit(cache=True)
-def solved_rows(order, out):
-    """out[b] = slot k shows frame k + 1 for every k."""
-    for b in range(order.shape[0]):
-        ok = True
-        for k in range(order.shape[1]):
-            if order[b, k] != k + 1:
-                ok = False
-                break
-        out[b] = ok
 
 
 @njit(cache=True, nogil=True)

@@ -1,11 +1,16 @@
 """video_unshuffle behaves as spec/envs/video_unshuffle.md says: presets, frame layout and
 positional slot labels, the swap / reorder / stop grammar and its messages, dynamics, reward,
-``correct_order`` in both reset paths, hostile init states naming the field, and the solvers.
-Runs on the built-in procedural clips (no data needed)."""
+``correct_order`` in both reset paths, hostile init states naming the field, the solvers, and
+the frames kept off the State (a family store shared by its BatchEnvs, copied into each
+BatchEnv's workspace, counted per episode by the memory guard). Runs on the built-in
+procedural clips (no data needed)."""
 import numpy as np
 import pytest
 
 import visgym
+from visgym.core.batch_env import BatchEnv
+from visgym.core.family import array_bytes
+from visgym.core.registry import make_family
 from visgym.envs import video_unshuffle as vu
 
 
@@ -18,6 +23,11 @@ def _offline(monkeypatch, tmp_path):
 def _env(difficulty="easy", num_envs=1, **kw):
     return visgym.make(f"video_unshuffle/{difficulty}", num_envs=num_envs, max_steps=None,
                        autoreset="disabled", **kw)
+
+
+def _clip_frames(env, i=0):
+    """Episode i's frames in chronological order, read from the clip source itself."""
+    return env.family.source.frames_at(int(env.state.clip[i]), env.state.positions[i])
 
 
 def test_presets_are_the_harness_configuration():
@@ -53,9 +63,10 @@ def test_frame_is_the_frames_in_display_order_with_positional_labels(difficulty,
     def check():
         frame = env.frame(0).copy()
         order = env.state.order[0]
+        frames = _clip_frames(env)
         for s in range(n):
             tile = frame[:, 224 * s:224 * (s + 1)]
-            src = env.state.tiles[0, order[s] - 1]
+            src = frames[order[s] - 1]
             # Outside the label box: the frame itself; inside: dimmed to 40 % or the digit's ink.
             np.testing.assert_array_equal(tile[:196], src[:196])
             np.testing.assert_array_equal(tile[:, :196], src[:, :196])
@@ -69,10 +80,11 @@ def test_frame_is_the_frames_in_display_order_with_positional_labels(difficulty,
     env.step(["('swap', (1, 2))"])
     second = check()
     # The labels stay with the slots: the digit ink of slot 1 is where it was.
-    ink1 = (first[200:, 196:224] > np.rint(env.state.tiles[0, env.state.order[0, 1] - 1,
-                                                          200:, 196:224] * 0.4)).any(2)
-    ink2 = (second[200:, 196:224] > np.rint(env.state.tiles[0, env.state.order[0, 0] - 1,
-                                                           200:, 196:224] * 0.4)).any(2)
+    frames = _clip_frames(env)
+    ink1 = (first[200:, 196:224] > np.rint(frames[env.state.order[0, 1] - 1,
+                                                  200:, 196:224] * 0.4)).any(2)
+    ink2 = (second[200:, 196:224] > np.rint(frames[env.state.order[0, 0] - 1,
+                                                   200:, 196:224] * 0.4)).any(2)
     np.testing.assert_array_equal(ink1, ink2)
 
 
@@ -216,14 +228,14 @@ def test_positions_past_the_clip_end_are_clamped_to_its_last_frame():
     env.reset(seeds=[1])
     state = dict(env.state_dicts()[0], frame_positions=[0, 1, 2, 1000])
     env.reset(init_states=[state])
-    last = env.state.tiles[0, 3].copy()
+    last = env.work.tiles[0, 3].copy()
     state["frame_positions"] = [0, 1, 2, 1023]
     env.reset(init_states=[state])
-    np.testing.assert_array_equal(env.state.tiles[0, 3], last)
+    np.testing.assert_array_equal(env.work.tiles[0, 3], last)
     length = env.family.source.reader(int(env.state.clip[0]), 100).reported
     state["frame_positions"] = [0, 1, 2, length - 1]
     env.reset(init_states=[state])
-    np.testing.assert_array_equal(env.state.tiles[0, 3], last)
+    np.testing.assert_array_equal(env.work.tiles[0, 3], last)
     state["frame_positions"] = [0, 1, 2, 1024]
     with pytest.raises(ValueError, match=r"frame_positions: expected 4 frame indices in 0\.\.1023"):
         env.reset(init_states=[state])
@@ -285,3 +297,63 @@ def test_prompt_names_the_caption_and_every_action():
     assert "('reorder', [1, 2, ..., 5])" in prompt and "[2, 1, 4, 3, ..., 5]" in prompt
     for name in ("swap", "reorder", "stop"):
         assert f"'{name}'" in prompt
+
+
+# --------------------------------------------------------------------------- pixels off the State
+def test_state_holds_no_pixels_and_the_frames_are_the_clip_at_its_positions():
+    env = _env(num_envs=3)
+    env.reset(seeds=[4, 9, 16])
+    assert vu.VideoUnshuffleState._fields == ("clip", "positions", "order", "start_order")
+    assert all(a.dtype != np.uint8 for a in env.state)
+    store = env.family._frames
+    for b in range(3):
+        frames = _clip_frames(env, b)
+        np.testing.assert_array_equal(env.work.tiles[b], frames)
+        kept = store.get((int(env.state.clip[b]), tuple(env.state.positions[b].tolist())))
+        np.testing.assert_array_equal(kept, frames)
+        assert not kept.flags.writeable          # shared between BatchEnvs and threads
+    assert store.max_bytes == vu.FRAME_STORE_BYTES
+
+
+def test_a_redraw_refills_only_rows_whose_clip_or_positions_changed():
+    env = _env(num_envs=3)
+    env.reset(seeds=[4, 9, 16])
+    env.work.tiles[1] = 7                         # a marker: row 1's tiles are not copied again
+    new = dict(env.state_dicts()[2], frame_positions=[0, 2, 5, 9])
+    env.reset(rows=[2], init_states=[new])
+    env.family.render_rows(env.state, env.frames, np.arange(3), env.work)
+    assert (env.work.tiles[1] == 7).all()
+    np.testing.assert_array_equal(env.frame(1)[:100, :100], np.full((100, 100, 3), 7, np.uint8))
+    np.testing.assert_array_equal(env.work.tiles[2], _clip_frames(env, 2))
+    assert env.work.tile_positions[2].tolist() == [0, 2, 5, 9]
+
+
+def test_one_instance_serves_two_batch_envs_and_a_store_that_keeps_nothing(monkeypatch):
+    shared = make_family("video_unshuffle/easy")
+    monkeypatch.setattr(vu, "FRAME_STORE_BYTES", 0)  # every draw decodes its frames again
+    forgetful = make_family("video_unshuffle/easy")
+    assert forgetful._frames.max_bytes == 0
+    envs = [BatchEnv(shared, n, max_steps=3) for n in (2, 3)]
+    alone = [BatchEnv(forgetful, n, max_steps=3) for n in (2, 3)]
+    for k in range(2):
+        envs[k].reset(seeds=range(10 * k, 10 * k + 2 + k))
+        alone[k].reset(seeds=range(10 * k, 10 * k + 2 + k))
+    rng = np.random.default_rng(1)
+    for t in range(10):
+        k = t % 2
+        actions = [f"('swap', ({i}, {j}))" for i, j in rng.integers(1, 5, (envs[k].num_envs, 2))]
+        envs[k].step(actions)
+        alone[k].step(actions)
+        for j in range(2):
+            np.testing.assert_array_equal(envs[j].frames, alone[j].frames, err_msg=f"step {t}")
+    assert len(forgetful._frames) == 0 and len(shared._frames) > 0
+    np.testing.assert_array_equal(envs[1].goal_frames(), alone[1].goal_frames())
+
+
+@pytest.mark.parametrize("difficulty,n", [("easy", 4), ("hard", 5)])
+def test_row_bytes_counts_the_episode_frames_in_the_workspace(difficulty, n):
+    family = _env(difficulty).family
+    assert family.row_bytes() >= n * 224 * 224 * 3
+    one = array_bytes((family.new_state(3), family.new_workspace(3)))
+    two = array_bytes((family.new_state(5), family.new_workspace(5)))
+    assert family.row_bytes() * 2 == two - one
