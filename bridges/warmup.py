@@ -99,8 +99,11 @@ def warm_up(env_id: str, make_kwargs: dict | None = None, init_state: dict | Non
 
 
 def _dispatchers(module) -> list:
-    """The cached Numba kernels a module uses: those in its namespace, and those of the
-    visgym modules (and of the kernels' own modules) it refers to, one level down."""
+    """The cached Numba kernels a module uses: those in its namespace, those of the visgym
+    modules it refers to, one level down, and those of the ``visgym.kernels`` modules its
+    kernels come from (a family's own kernel module, whose helpers its kernels call). The
+    shared render/ toolkit modules count only for the kernels a family names: they hold kernels
+    that one family uses and another never runs (a family would look cold for ever)."""
     import types
 
     from numba.core.registry import CPUDispatcher
@@ -112,7 +115,7 @@ def _dispatchers(module) -> list:
         elif isinstance(value, CPUDispatcher):
             found[id(value)] = value
             owner = sys.modules.get(value.py_func.__module__)
-            if owner is not None:
+            if owner is not None and owner.__name__.startswith("visgym.kernels."):
                 modules.add(owner)
     for mod in modules:
         for value in vars(mod).values():
