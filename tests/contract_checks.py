@@ -1,5 +1,6 @@
 """Checks shared by the contract test (tests/test_contract.py) and the family tests."""
 import numpy as np
+import pytest
 
 
 def full_redraw(env) -> np.ndarray:
@@ -61,3 +62,16 @@ def run_concurrently(calls, switch_interval: float = 1e-6) -> list:
     if errors:
         raise errors[0]
     return results
+
+
+def assert_hostile_init_refused(env, init, field: str) -> None:
+    """Loading ``init`` as the second of two init states raises a ValueError naming
+    ``init_states[1]`` and ``field`` (a regex), and changes neither the states nor the frames of
+    ``env`` (two episodes, already reset)."""
+    good = env.state_dicts()
+    frames = env.frames.copy()
+    where = r"init_states\[1\]" + ("" if field == "init_states" else rf"\.?{field}")
+    with pytest.raises(ValueError, match=where):
+        env.reset(init_states=[good[0], init])
+    assert env.state_dicts() == good
+    np.testing.assert_array_equal(env.frames, frames)
