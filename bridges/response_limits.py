@@ -83,22 +83,23 @@ class _LimitedStream(httpx.AsyncByteStream):
             for decoder in decoders:
                 budget = self._max - produced
                 pieces = [out for piece in pieces for out in decoder.feed(piece, budget)]
-            for piece in pieces:
-                produced += len(piece)
-                if produced > self._max:
-                    raise self._too_large(" (decoded)")
-                if piece:
-                    yield piece
+            produced = self._tally(pieces, produced)
+            for piece in filter(None, pieces):
+                yield piece
         pieces = []
         for decoder in decoders:   # what the decoders still hold, through the ones after them
             pieces = [out for piece in pieces for out in decoder.feed(piece, self._max - produced)]
             pieces += decoder.flush(self._max - produced)
-        for piece in pieces:
-            produced += len(piece)
-            if produced > self._max:
-                raise self._too_large(" (decoded)")
-            if piece:
-                yield piece
+        self._tally(pieces, produced)
+        for piece in filter(None, pieces):
+            yield piece
+
+    def _tally(self, pieces, produced: int) -> int:
+        """Bytes decoded so far after ``pieces``; too many is an error before any is passed on."""
+        produced += sum(len(piece) for piece in pieces)
+        if produced > self._max:
+            raise self._too_large(" (decoded)")
+        return produced
 
     async def aclose(self) -> None:
         await self._inner.aclose()

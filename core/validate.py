@@ -217,10 +217,10 @@ def _outer_shape(value) -> tuple:
         if not isinstance(value, (str, bytes)):
             try:
                 inner = getattr(value, "shape", None)
-                if isinstance(inner, tuple) and all(type(d) is int for d in inner):
-                    shape.extend(inner)
             except Exception:  # a hostile shape property: np.asarray decides below
-                pass
+                inner = None
+            if isinstance(inner, tuple) and all(type(d) is int for d in inner):
+                shape.extend(inner)
         break
     return tuple(shape)
 

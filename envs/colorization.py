@@ -468,11 +468,8 @@ class Colorization(Family):
         if self._root is not None:
             p = Path(path)
             given = self.params.sample_dir
-            if given and not p.is_absolute():
-                try:
-                    candidates.append(p.relative_to(Path(given)).as_posix())
-                except ValueError:
-                    pass
+            if given and not p.is_absolute() and p.is_relative_to(Path(given)):
+                candidates.append(p.relative_to(Path(given)).as_posix())
             try:
                 absolute = (p if p.is_absolute() else self._root / p).resolve()
                 candidates.append(absolute.relative_to(self._root.resolve()).as_posix())

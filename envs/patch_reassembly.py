@@ -74,8 +74,8 @@ from ..core.family import FAMILY_BASE, Family, goal_distance
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
 from ..core.validate import InitSchema, describe, integer, integers
 from ..kernels.patch_reassembly import (ACT_PLACE, extents, fill_boards, generate_puzzles,
-                                        render_full, render_moved, solve_puzzles, step_pieces,
-                                        SEARCH_BUDGET)
+                                        render_full, render_moved, step_pieces)
+from ..kernels.patch_reassembly_solver import SEARCH_BUDGET, solve_puzzles
 from ..render import blit, labels
 
 CELL_PX = 40

@@ -107,14 +107,18 @@ def test_swap_accepts_tuple_list_equal_indices_and_bools():
     assert env.state_dicts()[0]["shuffled_order"] == [o[1], o[0], o[2], o[3]]
 
 
-@pytest.mark.parametrize("payload", ["(1.0, 2.0)", "(1.5, 2)", "(0, 1)", "(1, 5)", "(1,)",
-                                     "(1, 2, 3)", "None", "'12'", "1"])
-def test_bad_swaps_are_invalid_with_the_reference_message(payload):
+# (payload as the model writes it, the payload as the reference prints it)
+BAD_SWAPS = [("(1.0, 2.0)", "(1.0, 2.0)"), ("(1.5, 2)", "(1.5, 2)"), ("(0, 1)", "(0, 1)"),
+             ("(1, 5)", "(1, 5)"), ("(1,)", "(1,)"), ("(1, 2, 3)", "(1, 2, 3)"),
+             ("None", "None"), ("'12'", "12"), ("1", "1"), ("[1,  9]", "[1, 9]")]
+
+
+@pytest.mark.parametrize("payload,shown", BAD_SWAPS)
+def test_bad_swaps_are_invalid_with_the_reference_message(payload, shown):
     env = _env()
     env.reset(seeds=[2])
     before = env.state_dicts()
     text, reward, terminated, invalid = _feedback(env, f"('swap', {payload})")
-    shown = str(eval(payload))  # the literal as the reference prints it
     assert text == (f"Swap payload {shown} is invalid. It must contain two distinct 1-based "
                     f"indices between 1 and 4.")
     assert invalid and not terminated and reward == 0 and env.state_dicts() == before
@@ -128,24 +132,30 @@ def test_reorder_gathers_by_current_slot_and_must_be_a_list_permutation():
     assert _feedback(env, f"('reorder', {L})")[0] == "Action executed successfully."
     assert env.state_dicts()[0]["shuffled_order"] == [old[k - 1] for k in L]
     before = env.state_dicts()
-    for payload in ["(1, 2, 3, 4, 5)", "[1, 2, 3, 4]", "[1, 1, 2, 3, 4]", "[1.0, 2, 3, 4, 5]",
-                    "'abc'", "[0, 1, 2, 3, 4]"]:
+    for payload, shown in [("(1, 2, 3, 4, 5)", "(1, 2, 3, 4, 5)"), ("[1,2,3,4]", "[1, 2, 3, 4]"),
+                           ("[1, 1, 2, 3, 4]", "[1, 1, 2, 3, 4]"),
+                           ("[1.0, 2, 3, 4, 5]", "[1.0, 2, 3, 4, 5]"), ("'abc'", "abc"),
+                           ("[0, 1, 2, 3, 4]", "[0, 1, 2, 3, 4]")]:
         text, _, _, invalid = _feedback(env, f"('reorder', {payload})")
-        assert text == (f"Reorder payload {eval(payload)} is invalid. It must be a permutation "
+        assert text == (f"Reorder payload {shown} is invalid. It must be a permutation "
                         f"of [1, 5].") and invalid
     assert env.state_dicts() == before
 
 
-@pytest.mark.parametrize("payload,ok", [("'stop'", True), ("'ok'", True), ("'STOP'", True),
-                                        ("'1'", True), ("'done'", True), ("'stop!'", False),
-                                        ("''", False), ("'stopp'", False), ("5", False)])
-def test_stop_payloads(payload, ok):
+# (payload as written, accepted, the payload as the reference prints it when refused)
+STOPS = [("'stop'", True, ""), ("'ok'", True, ""), ("'STOP'", True, ""), ("'1'", True, ""),
+         ("'done'", True, ""), ("'stop!'", False, "stop!"), ("''", False, ""),
+         ("'stopp'", False, "stopp"), ("5", False, "5")]
+
+
+@pytest.mark.parametrize("payload,ok,shown", STOPS)
+def test_stop_payloads(payload, ok, shown):
     env = _env()
     env.reset(seeds=[1])
     text, _, terminated, invalid = _feedback(env, f"('stop', {payload})")
     assert terminated == ok and invalid == (not ok)
     if not ok:
-        assert text == (f"The action {eval(payload)} is not in the valid action space of stop "
+        assert text == (f"The action {shown} is not in the valid action space of stop "
                         f"so nothing is executed.")
 
 
