@@ -22,6 +22,8 @@ FAMILIES = (
     ("video_unshuffle", "video_unshuffle:VideoUnshuffle"),
     ("mental_rotation_2d", "mental_rotation_2d:MentalRotation2D"),
     ("colorization", "colorization:Colorization"),
+    ("counting", "counting:Counting"),
+    ("referring_dot_pointing", "referring_dot_pointing:ReferringDotPointing"),
 )
 
 for _name, _ref in FAMILIES:

@@ -6,6 +6,11 @@ missing ones skip, or fail under CI) and ``maze_checks``. Time limits come from 
 pytest-timeout settings.
 """
 import os
+import tempfile
+
+# Indexes of annotation files (envs/assets/coco.py) go beside the file when its folder is
+# writable, else here: one fresh folder per test session, never the user's ~/.cache.
+os.environ.setdefault("VISGYM_CACHE_DIR", tempfile.mkdtemp(prefix="visgym-test-cache-"))
 
 
 def pytest_report_header(config):

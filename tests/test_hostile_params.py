@@ -315,7 +315,12 @@ def test_every_params_field_is_coerced_to_a_plain_python_value():
                               "img_size": np.int16(200)},
              "mental_rotation_2d": {"tolerance": np.float32(7.5), "image_size": np.int64(64)},
              "video_unshuffle": {"num_frames": np.int8(3), "min_frame_diff": np.float32(0.2),
-                                 "max_frames_to_analyze": np.uint16(50)}}
+                                 "max_frames_to_analyze": np.uint16(50)},
+             "counting": {"min_count": np.int8(3), "max_count": np.int64(12),
+                          "radius": np.uint8(4), "require_exhaustive": np.bool_(False),
+                          "max_marks": np.int16(10)},
+             "referring_dot_pointing": {"radius": np.int32(6),
+                                        "accept_any_same_category": np.bool_(True)}}
     assert sorted(given) == FAMILIES, "every family needs an entry here"
     for family, kwargs in given.items():
         params = visgym.make(f"{family}/easy", **kwargs).params

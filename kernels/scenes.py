@@ -1,0 +1,1142 @@
+"""Numba kernels of the procedural object scenes (envs/assets/scenes.py): generation, the
+compositor, the exact point test and visible masks.
+
+Exactness: pixel (x, y) belongs to object k iff its centre (x + 0.5, y + 0.5) lies inside the
+object's transformed polygon by the even-odd rule. Both the rasterizer and the point test get an
+object's vertices from ``_transform`` and a row's edge crossings from ``_crossings`` (one float
+expression per crossing, no fused or reordered arithmetic: Numba compiles without fast-math), and
+a pixel is inside iff an odd number of crossings lie strictly left of its centre. The rasterizer
+turns the sorted crossings into spans with the same comparisons, so a drawn pixel, ``owner_at``
+and ``visible_mask`` always agree.
+
+Templates (``tv`` float64[V, 2] unit vertices, ``tr`` int32[R + 1] ring starts, ``tc`` int32[C + 1]
+first ring of each category) are arguments, never globals, so cached compilations never hold
+stale geometry. Object k of row b: category ``cat[b, k]``, centre (``cx``, ``cy``) px, ``size``
+px per template unit, rotation ``angle`` rad; unit (u, v) maps to
+(cx + size (cos a u - sin a v), cy + size (sin a u + cos a v)).
+
+Shading: a linear light gradient across each object along the scene's ``light`` direction
+(unit vector, image axes) and a soft drop shadow: the object's silhouette shifted by
+``shadow`` px and by twice that, each darkening what lies below by 0.8 (so 0.64 where both
+fall). A pixel's colour is a pure function of the scene and the pixel, so redrawing any
+rectangle equals the same rectangle of a full draw.
+
+Every kernel is ``cache=True, nogil=True``; the per-episode generators use kernels/rng.py
+(SplitMix64 seeded by the episode seed alone).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .rng import below, seed_state, uniform01
+
+MAX_VERTS = 128       # most vertices of one category template
+MAX_CROSS = 64        # most edge crossings of one row (one category)
+SHADOW_KEEP = 205     # x/256 kept under each shadow layer
+GRADIENT = 0.32       # brightness change per template unit along the light
+SHADE_MIN = 0.62      # brightness factor range of the gradient
+SHADE_MAX = 1.38
+SHADE_LEVELS = 77    # gradient levels (a colour table per object); level 38 is f = 1
+STREAM_COUNTING = np.uint64(0x5C0E11)
+STREAM_CHOICE = np.uint64(0x5C0E12)
+STREAM_REFERRING = np.uint64(0x5C0E13)
+
+
+# --------------------------------------------------------------------------- geometry
+@njit(cache=True, nogil=True)
+def _transform(tv, tr, tc, c, cxk, cyk, sk, ak, vx, vy):
+    """Vertices of category ``c`` placed at (cxk, cyk), scale sk, angle ak into vx, vy; returns
+    (vertex count, xmin, ymin, xmax, ymax)."""
+    v0 = tr[tc[c]]
+    v1 = tr[tc[c + 1]]
+    ca = math.cos(ak)
+    sa = math.sin(ak)
+    xmin = 1e300
+    ymin = 1e300
+    xmax = -1e300
+    ymax = -1e300
+    for i in range(v0, v1):
+        u = tv[i, 0]
+        v = tv[i, 1]
+        x = cxk + sk * (ca * u - sa * v)
+        y = cyk + sk * (sa * u + ca * v)
+        vx[i - v0] = x
+        vy[i - v0] = y
+        xmin = min(xmin, x)
+        xmax = max(xmax, x)
+        ymin = min(ymin, y)
+        ymax = max(ymax, y)
+    return v1 - v0, xmin, ymin, xmax, ymax
+
+
+@njit(cache=True, nogil=True)
+def _crossings(vx, vy, tr, tc, c, yc, out):
+    """Sorted x of the edge crossings of the horizontal line y = yc (half-open rule) for the
+    transformed rings of category ``c``; returns their number."""
+    base = tr[tc[c]]
+    m = 0
+    for r in range(tc[c], tc[c + 1]):
+        s = tr[r] - base
+        e = tr[r + 1] - base
+        j = e - 1
+        for i in range(s, e):
+            y0 = vy[j]
+            y1 = vy[i]
+            if (y0 <= yc) != (y1 <= yc):
+                x0 = vx[j]
+                out[m] = x0 + (yc - y0) * (vx[i] - x0) / (y1 - y0)
+                m += 1
+            j = i
+    for i in range(1, m):   # insertion sort (a few crossings)
+        v = out[i]
+        j = i - 1
+        while j >= 0 and out[j] > v:
+            out[j + 1] = out[j]
+            j -= 1
+        out[j + 1] = v
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _crossing_table(vx, vy, tr, tc, c, ylo, yhi, table, counts):
+    """Crossings of every pixel row y in [ylo, yhi) at y + 0.5 into table[y - ylo, :counts],
+    sorted: edge by edge, with exactly the expression and the test of ``_crossings`` (so each
+    row holds the same values)."""
+    for r in range(yhi - ylo):
+        counts[r] = 0
+    base = tr[tc[c]]
+    for ring in range(tc[c], tc[c + 1]):
+        s = tr[ring] - base
+        e = tr[ring + 1] - base
+        j = e - 1
+        for i in range(s, e):
+            y0 = vy[j]
+            y1 = vy[i]
+            if y0 != y1:
+                ya = min(y0, y1)
+                yb = max(y0, y1)
+                r0 = max(int(math.floor(ya)) - 1, ylo)
+                r1 = min(int(math.floor(yb)) + 2, yhi)
+                x0 = vx[j]
+                for y in range(r0, r1):
+                    yc = y + 0.5
+                    if (y0 <= yc) != (y1 <= yc):
+                        q = y - ylo
+                        table[q, counts[q]] = x0 + (yc - y0) * (vx[i] - x0) / (y1 - y0)
+                        counts[q] += 1
+            j = i
+    for q in range(yhi - ylo):
+        m = counts[q]
+        for i in range(1, m):
+            v = table[q, i]
+            j = i - 1
+            while j >= 0 and table[q, j] > v:
+                table[q, j + 1] = table[q, j]
+                j -= 1
+            table[q, j + 1] = v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _span_start(a):
+    """Smallest integer x with x + 0.5 > a."""
+    x = int(math.floor(a)) - 1
+    while x + 0.5 <= a:
+        x += 1
+    return x
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _span_end(b):
+    """Largest integer x with x + 0.5 <= b."""
+    x = int(math.floor(b)) + 1
+    while x + 0.5 > b:
+        x -= 1
+    return x
+
+
+@njit(cache=True, nogil=True)
+def _inside_row(xs, m, x):
+    """Pixel column x inside, given the sorted crossings xs[:m] of its row."""
+    xc = x + 0.5
+    cnt = 0
+    for i in range(m):
+        if xs[i] < xc:
+            cnt += 1
+        else:
+            break
+    return (cnt & 1) == 1
+
+
+@njit(cache=True, nogil=True)
+def _row_range(ymin, ymax):
+    """Pixel rows whose centre may lie within [ymin, ymax]: [lo, hi)."""
+    return int(math.floor(ymin)) - 1, int(math.floor(ymax)) + 2
+
+
+# --------------------------------------------------------------------------- point queries
+@njit(cache=True, nogil=True)
+def owner_at(n, cat, cx, cy, size, angle, tv, tr, tc, row, x, y):
+    """Index of the top-most object of ``row`` covering pixel (x, y), -1 for the background."""
+    vx = np.empty(MAX_VERTS)
+    vy = np.empty(MAX_VERTS)
+    xs = np.empty(MAX_CROSS)
+    yc = y + 0.5
+    for k in range(n[row] - 1, -1, -1):
+        c = cat[row, k]
+        nv, xmin, ymin, xmax, ymax = _transform(tv, tr, tc, c, cx[row, k], cy[row, k],
+                                                size[row, k], angle[row, k], vx, vy)
+        if x + 1.5 < xmin or x - 0.5 > xmax or y + 1.5 < ymin or y - 0.5 > ymax:
+            continue
+        m = _crossings(vx, vy, tr, tc, c, yc, xs)
+        if _inside_row(xs, m, x):
+            return k
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _paint_mask(out, h, w, k, value, row, cat, cx, cy, size, angle, tv, tr, tc, vx, vy, xs):
+    """Set out[y, x] = value on object k's silhouette (clipped to h x w); returns the number of
+    silhouette pixels inside the canvas."""
+    c = cat[row, k]
+    nv, xmin, ymin, xmax, ymax = _transform(tv, tr, tc, c, cx[row, k], cy[row, k], size[row, k],
+                                            angle[row, k], vx, vy)
+    lo, hi = _row_range(ymin, ymax)
+    total = 0
+    for y in range(max(lo, 0), min(hi, h)):
+        m = _crossings(vx, vy, tr, tc, c, y + 0.5, xs)
+        for i in range(0, m - 1, 2):
+            a = max(_span_start(xs[i]), 0)
+            b = min(_span_end(xs[i + 1]), w - 1)
+            for x in range(a, b + 1):
+                out[y, x] = value
+            if b >= a:
+                total += b - a + 1
+    return total
+
+
+@njit(cache=True, nogil=True)
+def visible_mask(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, k, out):
+    """out[:h, :w] (bool) = pixels whose top-most owner is object k; returns their number."""
+    h = height[row]
+    w = width[row]
+    vx = np.empty(MAX_VERTS)
+    vy = np.empty(MAX_VERTS)
+    xs = np.empty(MAX_CROSS)
+    for y in range(h):
+        for x in range(w):
+            out[y, x] = False
+    if k < 0 or k >= n[row]:
+        return 0
+    _paint_mask(out, h, w, k, True, row, cat, cx, cy, size, angle, tv, tr, tc, vx, vy, xs)
+    for j in range(k + 1, n[row]):
+        _paint_mask(out, h, w, j, False, row, cat, cx, cy, size, angle, tv, tr, tc, vx, vy, xs)
+    cnt = 0
+    for y in range(h):
+        for x in range(w):
+            if out[y, x]:
+                cnt += 1
+    return cnt
+
+
+@njit(cache=True, nogil=True)
+def _local_visible(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, k):
+    """Object k's visible mask within its clipped bounding box: (mask uint8[bh, bw], x0, y0)."""
+    h = height[row]
+    w = width[row]
+    vx = np.empty(MAX_VERTS)
+    vy = np.empty(MAX_VERTS)
+    xs = np.empty(MAX_CROSS)
+    c = cat[row, k]
+    nv, xmin, ymin, xmax, ymax = _transform(tv, tr, tc, c, cx[row, k], cy[row, k], size[row, k],
+                                            angle[row, k], vx, vy)
+    lo, hi = _row_range(ymin, ymax)
+    y0 = max(lo, 0)
+    y1 = min(hi, h)
+    x0 = max(int(math.floor(xmin)) - 1, 0)
+    x1 = min(int(math.floor(xmax)) + 2, w)
+    bh = max(y1 - y0, 0)
+    bw = max(x1 - x0, 0)
+    mask = np.zeros((bh, bw), np.uint8)
+    for y in range(y0, y1):
+        m = _crossings(vx, vy, tr, tc, c, y + 0.5, xs)
+        for i in range(0, m - 1, 2):
+            a = max(_span_start(xs[i]), x0)
+            b = min(_span_end(xs[i + 1]), x1 - 1)
+            for x in range(a, b + 1):
+                mask[y - y0, x - x0] = 1
+    for j in range(k + 1, n[row]):
+        cj = cat[row, j]
+        nv, jxmin, jymin, jxmax, jymax = _transform(tv, tr, tc, cj, cx[row, j], cy[row, j],
+                                                    size[row, j], angle[row, j], vx, vy)
+        if jxmax < x0 - 1 or jxmin > x1 + 1 or jymax < y0 - 1 or jymin > y1 + 1:
+            continue
+        lo, hi = _row_range(jymin, jymax)
+        for y in range(max(lo, y0), min(hi, y1)):
+            m = _crossings(vx, vy, tr, tc, cj, y + 0.5, xs)
+            for i in range(0, m - 1, 2):
+                a = max(_span_start(xs[i]), x0)
+                b = min(_span_end(xs[i + 1]), x1 - 1)
+                for x in range(a, b + 1):
+                    mask[y - y0, x - x0] = 0
+    return mask, x0, y0
+
+
+@njit(cache=True, nogil=True)
+def visible_stats(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, k):
+    """(visible pixels, own pixels in the canvas, visible centroid x, visible centroid y) of
+    object k (centroid of pixel centres; -1 when nothing is visible)."""
+    vx = np.empty(MAX_VERTS)
+    vy = np.empty(MAX_VERTS)
+    xs = np.empty(MAX_CROSS)
+    mask, x0, y0 = _local_visible(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, k)
+    # own pixels: the silhouette alone
+    c = cat[row, k]
+    nv, xmin, ymin, xmax, ymax = _transform(tv, tr, tc, c, cx[row, k], cy[row, k], size[row, k],
+                                            angle[row, k], vx, vy)
+    lo, hi = _row_range(ymin, ymax)
+    own = 0
+    for y in range(max(lo, 0), min(hi, height[row])):
+        m = _crossings(vx, vy, tr, tc, c, y + 0.5, xs)
+        for i in range(0, m - 1, 2):
+            a = max(_span_start(xs[i]), 0)
+            b = min(_span_end(xs[i + 1]), width[row] - 1)
+            if b >= a:
+                own += b - a + 1
+    vis = 0
+    sx = 0.0
+    sy = 0.0
+    for yy in range(mask.shape[0]):
+        for xx in range(mask.shape[1]):
+            if mask[yy, xx]:
+                vis += 1
+                sx += xx + x0 + 0.5
+                sy += yy + y0 + 0.5
+    if vis == 0:
+        return 0, own, -1.0, -1.0
+    return vis, own, sx / vis, sy / vis
+
+
+@njit(cache=True, nogil=True)
+def visible_point(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, k):
+    """A pixel (x, y) well inside object k's visible mask: the visible pixel farthest from the
+    mask's boundary (chamfer 3-4 distance; pixels outside the mask or the canvas are boundary),
+    ties broken by the distance to the visible centroid, then by y, then x. (-1, -1) when the
+    object has no visible pixel."""
+    mask, x0, y0 = _local_visible(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, k)
+    bh = mask.shape[0]
+    bw = mask.shape[1]
+    big = 1 << 30
+    d = np.zeros((bh + 2, bw + 2), np.int64)
+    vis = 0
+    sx = 0.0
+    sy = 0.0
+    for y in range(bh):
+        for x in range(bw):
+            if mask[y, x]:
+                d[y + 1, x + 1] = big
+                vis += 1
+                sx += x
+                sy += y
+    if vis == 0:
+        return -1, -1
+    mx = sx / vis
+    my = sy / vis
+    for y in range(1, bh + 1):
+        for x in range(1, bw + 1):
+            if d[y, x]:
+                v = min(d[y, x - 1] + 3, d[y - 1, x] + 3)
+                v = min(v, min(d[y - 1, x - 1] + 4, d[y - 1, x + 1] + 4))
+                d[y, x] = min(d[y, x], v)
+    for y in range(bh, 0, -1):
+        for x in range(bw, 0, -1):
+            if d[y, x]:
+                v = min(d[y, x + 1] + 3, d[y + 1, x] + 3)
+                v = min(v, min(d[y + 1, x + 1] + 4, d[y + 1, x - 1] + 4))
+                d[y, x] = min(d[y, x], v)
+    best = -1
+    bdist = 0.0
+    bx = -1
+    by = -1
+    for y in range(bh):
+        for x in range(bw):
+            v = d[y + 1, x + 1]
+            if v == 0:
+                continue
+            q = (x - mx) * (x - mx) + (y - my) * (y - my)
+            if v > best or (v == best and q < bdist):
+                best = v
+                bdist = q
+                bx = x
+                by = y
+    return bx + x0, by + y0
+
+
+# --------------------------------------------------------------------------- compositor
+@intrinsic
+def _copy_bytes(typingctx, dst, dst_off, src, src_off, count):
+    """memcpy(dst.data + dst_off, src.data + src_off, count) for contiguous uint8 arrays
+    (callers check the bounds)."""
+    sig = types.void(dst, types.intp, src, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        d, d_off, sr, s_off, n = args
+        da = context.make_array(signature.args[0])(context, builder, d)
+        sa = context.make_array(signature.args[2])(context, builder, sr)
+        cgutils.raw_memcpy(builder, builder.gep(da.data, [d_off]), builder.gep(sa.data, [s_off]),
+                           n, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def _draw_one(frame, bg, bg_off, height, width, n, cat, rgb, cx, cy, size, angle, light,
+              shadow, tv, tr, tc, row, x0, y0, x1, y1, vx, vy, xs, lut):
+    """Composite row ``row``'s scene into frame[y0:y1, x0:x1] (frame: uint8[H, W * 3], pixel
+    (x, y) at frame[y, 3x:3x + 3]; clipped to the canvas); ``bg`` is a flat uint8 picture of
+    the canvas size starting at ``bg_off``."""
+    h = height[row]
+    w = width[row]
+    if h > frame.shape[0] or 3 * w > frame.shape[1]:
+        raise ValueError("frames: a canvas is larger than its frame")
+    if bg_off < 0 or bg_off + h * w * 3 > bg.shape[0]:
+        raise ValueError("bg: the background picture is smaller than the canvas")
+    x0 = max(x0, 0)
+    y0 = max(y0, 0)
+    x1 = min(x1, w)
+    y1 = min(y1, h)
+    if x0 >= x1 or y0 >= y1:
+        return
+    flat = frame.reshape(-1)
+    stride = frame.shape[1]
+    for y in range(y0, y1):
+        _copy_bytes(flat, y * stride + 3 * x0, bg, bg_off + (y * w + x0) * 3, (x1 - x0) * 3)
+    lx = light[row, 0]
+    ly = light[row, 1]
+    sdx = shadow[row, 0]
+    sdy = shadow[row, 1]
+    levels = lut.shape[0]
+    table = np.empty((256, MAX_CROSS))
+    counts = np.empty(256, np.int64)
+    dark = np.empty(256, np.uint8)
+    for v in range(256):
+        dark[v] = (v * SHADOW_KEEP) >> 8
+    per_level = (levels - 1) / (SHADE_MAX - SHADE_MIN)
+    for k in range(n[row]):
+        c = cat[row, k]
+        ck = cx[row, k]
+        cyk = cy[row, k]
+        sk = size[row, k]
+        # quick reject: template vertices lie within radius 1 (envs/assets/scenes normalises)
+        reach = sk * 1.01 + 2.0 * (abs(sdx) + abs(sdy)) + 3.0
+        if ck + reach < x0 or ck - reach > x1 or cyk + reach < y0 or cyk - reach > y1:
+            continue
+        nv, xmin, ymin, xmax, ymax = _transform(tv, tr, tc, c, ck, cyk, sk, angle[row, k],
+                                                vx, vy)
+        # bounding box of the object and both shadow layers
+        bx0 = xmin + min(0, 2 * sdx) - 2
+        bx1 = xmax + max(0, 2 * sdx) + 2
+        by0 = ymin + min(0, 2 * sdy) - 2
+        by1 = ymax + max(0, 2 * sdy) + 2
+        if bx1 < x0 or bx0 > x1 or by1 < y0 or by0 > y1:
+            continue
+        lo, hi = _row_range(ymin, ymax)
+        # crossings of the rows the object and its shadows need within the rect
+        tlo = max(lo, min(y0, y0 - 2 * sdy))
+        thi = min(hi, max(y1, y1 - 2 * sdy))
+        if thi <= tlo:
+            continue
+        if thi - tlo > table.shape[0]:
+            table = np.empty((thi - tlo, MAX_CROSS))
+            counts = np.empty(thi - tlo, np.int64)
+        _crossing_table(vx, vy, tr, tc, c, tlo, thi, table, counts)
+        # shadows: silhouette shifted by (sdx, sdy) and (2 sdx, 2 sdy)
+        for layer in range(1, 3):
+            ox = layer * sdx
+            oy = layer * sdy
+            for y in range(max(tlo + oy, y0), min(thi + oy, y1)):
+                q = y - oy - tlo
+                m = counts[q]
+                # the object's own spans on row y (painted over the shadow next)
+                qo = y - tlo
+                mo = counts[qo] if lo <= y < hi else 0
+                for i in range(0, m - 1, 2):
+                    a = max(_span_start(table[q, i]) + ox, x0)
+                    b = min(_span_end(table[q, i + 1]) + ox, x1 - 1)
+                    # darken [a, b] minus the object's spans
+                    cur = a
+                    for t in range(0, mo - 1, 2):
+                        if cur > b:
+                            break
+                        oa = _span_start(table[qo, t])
+                        ob = _span_end(table[qo, t + 1])
+                        if ob < cur or ob < oa:
+                            continue
+                        for i3 in range(y * stride + cur * 3, y * stride + min(b, oa - 1) * 3 + 3):
+                            flat[i3] = dark[flat[i3]]
+                        cur = max(cur, ob + 1)
+                    for i3 in range(y * stride + cur * 3, y * stride + b * 3 + 3):
+                        flat[i3] = dark[flat[i3]]
+        # the object's colour table along the light gradient
+        for i in range(levels):
+            f = SHADE_MIN + i / per_level
+            add = 40.0 * (f - 1.0)
+            for ch in range(3):
+                lut[i, ch] = np.uint8(min(max(rgb[row, k, ch] * f + add, 0.0), 255.0))
+        gain = GRADIENT / sk
+        # level(x, y) = (p(y) + q x) >> 16 in 16.16 fixed point: a pure function of the pixel
+        q = np.int64(round(gain * lx * per_level * 65536.0))
+        for y in range(max(tlo, y0), min(thi, y1)):
+            q = y - tlo
+            m = counts[q]
+            if m == 0:
+                continue
+            f_row = 1.0 + gain * ((0.5 - ck) * lx + (y + 0.5 - cyk) * ly)
+            p = np.int64(round((f_row - SHADE_MIN) * per_level * 65536.0)) + 32768
+            for i in range(0, m - 1, 2):
+                a = max(_span_start(table[q, i]), x0)
+                b = min(_span_end(table[q, i + 1]), x1 - 1)
+                o = y * stride + 3 * a
+                for x in range(a, b + 1):
+                    lv = (p + q * x) >> 16
+                    lv = min(max(lv, 0), levels - 1)
+                    flat[o] = lut[lv, 0]
+                    flat[o + 1] = lut[lv, 1]
+                    flat[o + 2] = lut[lv, 2]
+                    o += 3
+
+
+@njit(cache=True, nogil=True)
+def draw_scene(frame, bg, height, width, n, cat, rgb, cx, cy, size, angle, light, shadow,
+               tv, tr, tc, row, x0, y0, x1, y1):
+    """Composite the scene of ``row`` into frame[y0:y1, x0:x1] (frame uint8[H >= h, W >= w, 3];
+    bg uint8[h, w, 3] C-contiguous: the background picture). A rectangle redraw equals the same
+    rectangle of a full draw."""
+    vx = np.empty(MAX_VERTS)
+    vy = np.empty(MAX_VERTS)
+    xs = np.empty(MAX_CROSS)
+    lut = np.empty((SHADE_LEVELS, 3), np.uint8)
+    _draw_one(frame.reshape(frame.shape[0], frame.shape[1] * 3), bg.reshape(-1), 0, height,
+              width, n, cat, rgb, cx, cy, size, angle, light, shadow, tv, tr, tc, row, x0, y0,
+              x1, y1, vx, vy, xs, lut)
+
+
+@njit(cache=True, nogil=True)
+def draw_scenes_rows(frames, rows, atlas_buffer, atlas_slot_off, atlas_slot_of, bg_key,
+                     height, width, n, cat, rgb, cx, cy, size, angle, light, shadow, tv, tr, tc,
+                     rects):
+    """For each i: composite the scene of episode rows[i] into frames[rows[i]] within
+    rects[i] = (x0, y0, x1, y1); the background is atlas picture ``bg_key[rows[i]]`` (stored at
+    the canvas size: h rows of w * 3 bytes at atlas_slot_off[atlas_slot_of[key]])."""
+    vx = np.empty(MAX_VERTS)
+    vy = np.empty(MAX_VERTS)
+    xs = np.empty(MAX_CROSS)
+    lut = np.empty((SHADE_LEVELS, 3), np.uint8)
+    for i in range(rows.shape[0]):
+        b = rows[i]
+        slot = atlas_slot_of[bg_key[b]]
+        if slot < 0:
+            raise ValueError("bg_key: a background picture has no atlas slot")
+        fb = frames[b]
+        _draw_one(fb.reshape(fb.shape[0], fb.shape[1] * 3), atlas_buffer, atlas_slot_off[slot],
+                  height, width, n, cat, rgb, cx, cy, size, angle, light, shadow, tv, tr, tc, b,
+                  rects[i, 0], rects[i, 1], rects[i, 2], rects[i, 3], vx, vy, xs, lut)
+
+
+# --------------------------------------------------------------------------- generation
+@njit(cache=True, nogil=True)
+def _coverage(row, k, occ, nocc, height, width, cat, cx, cy, size, angle, tv, tr, tc):
+    """(own pixels in the canvas, of those not covered by the objects occ[:nocc]) of object k."""
+    h = height[row]
+    w = width[row]
+    vx = np.empty(MAX_VERTS)
+    vy = np.empty(MAX_VERTS)
+    xs = np.empty(MAX_CROSS)
+    ovx = np.empty((max(nocc, 1), MAX_VERTS))
+    ovy = np.empty((max(nocc, 1), MAX_VERTS))
+    oxs = np.empty((max(nocc, 1), MAX_CROSS))
+    om = np.zeros(max(nocc, 1), np.int64)
+    oy0 = np.empty(max(nocc, 1))
+    oy1 = np.empty(max(nocc, 1))
+    for t in range(nocc):
+        j = occ[t]
+        nv, a, b_, c_, d_ = _transform(tv, tr, tc, cat[row, j], cx[row, j], cy[row, j],
+                                       size[row, j], angle[row, j], ovx[t], ovy[t])
+        oy0[t] = b_
+        oy1[t] = d_
+    c = cat[row, k]
+    nv, xmin, ymin, xmax, ymax = _transform(tv, tr, tc, c, cx[row, k], cy[row, k], size[row, k],
+                                            angle[row, k], vx, vy)
+    lo, hi = _row_range(ymin, ymax)
+    own = 0
+    vis = 0
+    for y in range(max(lo, 0), min(hi, h)):
+        yc = y + 0.5
+        m = _crossings(vx, vy, tr, tc, c, yc, xs)
+        if m == 0:
+            continue
+        for t in range(nocc):
+            if yc < oy0[t] or yc > oy1[t]:
+                om[t] = 0
+            else:
+                om[t] = _crossings(ovx[t], ovy[t], tr, tc, cat[row, occ[t]], yc, oxs[t])
+        for i in range(0, m - 1, 2):
+            a = max(_span_start(xs[i]), 0)
+            b = min(_span_end(xs[i + 1]), w - 1)
+            if b < a:
+                continue
+            own += b - a + 1
+            for x in range(a, b + 1):
+                covered = False
+                for t in range(nocc):
+                    if om[t] > 0 and _inside_row(oxs[t], om[t], x):
+                        covered = True
+                        break
+                if not covered:
+                    vis += 1
+    return own, vis
+
+
+@njit(cache=True, nogil=True)
+def _set_object(row, k, c, col, s, colour_rgb, rx, ry, rr, aa, cat, colour, rgb, cx, cy,
+                size, angle, trad):
+    """Write object k; returns the new generator state (colour jitter)."""
+    cat[row, k] = c
+    colour[row, k] = col
+    for ch in range(3):
+        s, j = below(s, 29)
+        rgb[row, k, ch] = np.uint8(min(max(int(colour_rgb[col, ch]) + int(j) - 14, 0), 255))
+    cx[row, k] = rx
+    cy[row, k] = ry
+    size[row, k] = rr / trad[c]
+    angle[row, k] = aa
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _scene_frame(s, row, n_bg, height, width, background, light, shadow):
+    """Canvas, background and light of a scene; returns the generator state."""
+    s, ci = below(s, 3)
+    if ci == 0:
+        height[row] = 480
+        width[row] = 640
+    elif ci == 1:
+        height[row] = 640
+        width[row] = 480
+    else:
+        height[row] = 512
+        width[row] = 512
+    s, bgi = below(s, n_bg)
+    background[row] = bgi
+    s, u = uniform01(s)
+    th = 2.0 * math.pi * u
+    light[row, 0] = math.cos(th)
+    light[row, 1] = math.sin(th)
+    shadow[row, 0] = -int(round(2.4 * math.cos(th)))
+    shadow[row, 1] = -int(round(2.4 * math.sin(th)))
+    return s
+
+
+@njit(cache=True, nogil=True)
+def counting_choice(seed, n_cat, min_count, max_count):
+    """(category, count) of a counting episode: uniform over the categories and over
+    [min_count, max_count]; a pure function of the seed."""
+    s = seed_state(np.uint64(seed), STREAM_CHOICE)
+    s, c = below(s, n_cat)
+    s, k = below(s, max_count - min_count + 1)
+    return c, min_count + k
+
+
+@njit(cache=True, nogil=True)
+def _gen_counting(seed, category, count, row, n_bg, min_visible, min_pixels, max_objects,
+                  tv, tr, tc, trad, tarea, similar, colour_rgb,
+                  height, width, background, n, cat, colour, rgb, cx, cy, size, angle, light,
+                  shadow, target, expr):
+    n_cat = tc.shape[0] - 1
+    n_col = colour_rgb.shape[0]
+    s = seed_state(np.uint64(seed), STREAM_COUNTING)
+    s = _scene_frame(s, row, n_bg, height, width, background, light, shadow)
+    H = height[row]
+    W = width[row]
+    target[row] = -1
+    for q in range(expr.shape[1]):
+        expr[row, q] = -1
+    s, nd = below(s, 13)
+    nd = min(nd + 3, max_objects - count)
+    kinds = np.zeros(max_objects, np.int64)        # 1: target
+    dcat = np.zeros(max_objects, np.int64)
+    rad = np.zeros(max_objects)
+    is_t = np.zeros(max_objects, np.bool_)
+    occ = np.zeros(max_objects, np.int64)
+    over = np.zeros(max_objects, np.int64)
+    for attempt in range(8):
+        nd_a = nd if attempt < 5 else 0
+        total = count + nd_a
+        for i in range(total):
+            kinds[i] = 1 if i < count else 0
+        for i in range(total - 1, 0, -1):   # painter's order: targets among distractors
+            s, j = below(s, i + 1)
+            t = kinds[i]
+            kinds[i] = kinds[j]
+            kinds[j] = t
+        for i in range(total):
+            if kinds[i] == 0:
+                s, u = uniform01(s)
+                if u < 0.45:
+                    s, j = below(s, similar.shape[1])
+                    dcat[i] = similar[category, j]
+                else:
+                    s, j = below(s, n_cat - 1)
+                    dcat[i] = j if j < category else j + 1
+            else:
+                dcat[i] = category
+        r_hi = math.sqrt(0.30 * H * W / (math.pi * max(total, 1)))
+        r_hi = min(max(r_hi, 18.0), 72.0) * (0.88 ** attempt)
+        r_lo = max(11.0, 0.4 * r_hi)
+        placed = 0
+        ok = True
+        for i in range(total):
+            c = dcat[i]
+            # smallest bounding radius giving min_pixels of silhouette (with a margin)
+            r_min = max(10.0, math.sqrt(1.5 * min_pixels / tarea[c]) * trad[c])
+            s, u = uniform01(s)
+            if u < 0.25:
+                s, u2 = uniform01(s)
+                r = r_lo * (1.0 + 0.3 * u2)
+            else:
+                s, u2 = uniform01(s)
+                r = r_lo + (r_hi - r_lo) * u2
+            r = max(r, r_min)
+            s, col = below(s, n_col)
+            s, u3 = uniform01(s)
+            a = 2.0 * math.pi * u3
+            success = False
+            for tries in range(48):
+                if tries > 0 and tries % 12 == 0:
+                    r = max(r * 0.85, r_min)
+                if 2.0 * r + 4.0 >= min(H, W):
+                    r = (min(H, W) - 5.0) / 2.0
+                s, ux = uniform01(s)
+                s, uy = uniform01(s)
+                px = r + 2.0 + ux * (W - 2.0 * r - 4.0)
+                py = r + 2.0 + uy * (H - 2.0 * r - 4.0)
+                bad = False
+                nover = 0
+                for j in range(placed):
+                    d = math.hypot(px - cx[row, j], py - cy[row, j])
+                    if d < 0.62 * (r + rad[j]):
+                        bad = True
+                        break
+                    if d < r + rad[j] and is_t[j]:
+                        over[nover] = j
+                        nover += 1
+                if bad:
+                    continue
+                s = _set_object(row, placed, c, col, s, colour_rgb, px, py, r, a, cat, colour,
+                                rgb, cx, cy, size, angle, trad)
+                rad[placed] = r
+                is_t[placed] = kinds[i] == 1
+                for q in range(nover):
+                    j = over[q]
+                    nocc = 0
+                    for t in range(j + 1, placed + 1):
+                        if math.hypot(cx[row, t] - cx[row, j], cy[row, t] - cy[row, j]) < \
+                                rad[t] + rad[j]:
+                            occ[nocc] = t
+                            nocc += 1
+                    own, vis = _coverage(row, j, occ, nocc, height, width, cat, cx, cy, size,
+                                         angle, tv, tr, tc)
+                    if vis < min_visible * own or vis < min_pixels:
+                        bad = True
+                        break
+                if bad:
+                    continue
+                success = True
+                break
+            if success:
+                placed += 1
+            elif kinds[i] == 1:
+                ok = False
+                break
+        if ok:
+            n[row] = placed
+            for k in range(placed, cat.shape[1]):
+                cat[row, k] = 0
+                colour[row, k] = 0
+                cx[row, k] = 0.0
+                cy[row, k] = 0.0
+                size[row, k] = 0.0
+                angle[row, k] = 0.0
+                for ch in range(3):
+                    rgb[row, k, ch] = 0
+            return True
+    n[row] = 0
+    return False
+
+
+@njit(cache=True, nogil=True)
+def generate_counting_rows(rows, seeds, categories, counts, n_bg, min_visible, min_pixels,
+                           tv, tr, tc, trad, tarea, similar, colour_rgb,
+                           height, width, background, n, cat, colour, rgb, cx, cy, size, angle,
+                           light, shadow, target, expr):
+    """Counting scenes for episodes rows[i] (seed seeds[i], category categories[i], count
+    counts[i]); returns the number of rows that could not be generated (0 in practice)."""
+    failed = 0
+    for i in range(rows.shape[0]):
+        if not _gen_counting(seeds[i], categories[i], counts[i], rows[i], n_bg, min_visible,
+                             min_pixels, cat.shape[1], tv, tr, tc, trad, tarea, similar,
+                             colour_rgb, height, width, background, n, cat, colour, rgb, cx, cy,
+                             size, angle, light, shadow, target, expr):
+            failed += 1
+    return failed
+
+
+# --------------------------------------------------------------------------- referring
+# expr[row] = (kind, mod, np_colour, anchor, anchor_colour); kinds:
+EXPR_NP = 0       # "{np}"
+EXPR_SIZE = 1     # mod 0 bigger, 1 smaller, 2 biggest, 3 smallest: "{adj} {np}"
+EXPR_POS = 2      # mod 0 left, 1 right, 2 top, 3 bottom, 4 middle: "{np} on the left" ...
+EXPR_REL = 3      # mod 0 next to, 1 above, 2 below, 3 left of, 4 right of: "{np} {rel} the {a}"
+SIZE_RATIO = 1.3  # bigger/smaller: linear size ratio to every other candidate
+POS_GAP = 0.10    # on the left/right/top/bottom/in the middle: gap, fraction of W (or H)
+REL_GAP = 0.08    # above/below/left of/right of: gap, fraction of min(W, H)
+REL_WEAK = 1.5    # another candidate "weakly" in the relation blocks it
+NEAR = 1.6        # next to: centre distance <= NEAR (r_t + r_a) ...
+NEAR_RATIO = 2.0  # ... and every other candidate at least NEAR_RATIO times as far
+
+
+@njit(cache=True, nogil=True)
+def _matches(row, o, c, col, use_col, cat, colour):
+    return cat[row, o] == c and (not use_col or colour[row, o] == col)
+
+
+@njit(cache=True, nogil=True)
+def _np_count(row, nn, c, col, use_col, cat, colour):
+    m = 0
+    for o in range(nn):
+        if _matches(row, o, c, col, use_col, cat, colour):
+            m += 1
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _rel_holds(mod, strong, ox, oy, ax, ay, g):
+    """Relation ``mod`` (1 above, 2 below, 3 left of, 4 right of) of a point (ox, oy) to the
+    anchor (ax, ay): strong form (gap g, mostly along the axis) or weak form."""
+    dx = ox - ax
+    dy = oy - ay
+    if mod == 1 or mod == 2:
+        along = -dy if mod == 1 else dy
+        if strong:
+            return along >= g and abs(dx) <= abs(dy)
+        return along > 0 and abs(dx) < REL_WEAK * abs(dy)
+    along = -dx if mod == 3 else dx
+    if strong:
+        return along >= g and abs(dy) <= abs(dx)
+    return along > 0 and abs(dy) < REL_WEAK * abs(dx)
+
+
+@njit(cache=True, nogil=True)
+def _options(row, t, nn, W, H, cat, colour, cx, cy, size, okv, kinds, mods, npc, anchors,
+             acol, weights):
+    """Every valid expression for target t; returns their number."""
+    m = 0
+    c = cat[row, t]
+    col = colour[row, t]
+    for use_col in range(2):
+        uc = use_col == 1
+        kn = _np_count(row, nn, c, col, uc, cat, colour)
+        wf = 1.0 if uc else 2.0     # plain category phrases preferred when they work
+        if kn == 1:
+            kinds[m] = EXPR_NP
+            mods[m] = 0
+            npc[m] = use_col
+            anchors[m] = -1
+            acol[m] = 0
+            weights[m] = 4.0 if uc else 3.0
+            m += 1
+            continue
+        # size
+        for mod in range(2):
+            good = True
+            for o in range(nn):
+                if o == t or not _matches(row, o, c, col, uc, cat, colour):
+                    continue
+                if mod == 0 and not size[row, t] >= SIZE_RATIO * size[row, o]:
+                    good = False
+                if mod == 1 and not SIZE_RATIO * size[row, t] <= size[row, o]:
+                    good = False
+            if good:
+                kinds[m] = EXPR_SIZE
+                mods[m] = mod if kn == 2 else mod + 2
+                npc[m] = use_col
+                anchors[m] = -1
+                acol[m] = 0
+                weights[m] = 1.5 * wf
+                m += 1
+        # position among the candidates
+        gx = POS_GAP * W
+        gy = POS_GAP * H
+        for mod in range(5):
+            if mod == 4 and kn != 3:
+                continue
+            good = True
+            lower = 0
+            upper = 0
+            for o in range(nn):
+                if o == t or not _matches(row, o, c, col, uc, cat, colour):
+                    continue
+                if mod == 0 and not cx[row, t] + gx <= cx[row, o]:
+                    good = False
+                elif mod == 1 and not cx[row, t] >= cx[row, o] + gx:
+                    good = False
+                elif mod == 2 and not cy[row, t] + gy <= cy[row, o]:
+                    good = False
+                elif mod == 3 and not cy[row, t] >= cy[row, o] + gy:
+                    good = False
+                elif mod == 4:
+                    if cx[row, o] + gx <= cx[row, t]:
+                        lower += 1
+                    elif cx[row, o] >= cx[row, t] + gx:
+                        upper += 1
+            if mod == 4 and not (lower == 1 and upper == 1):
+                good = False
+            if good:
+                kinds[m] = EXPR_POS
+                mods[m] = mod
+                npc[m] = use_col
+                anchors[m] = -1
+                acol[m] = 0
+                weights[m] = 1.0 * wf
+                m += 1
+    # relations to a uniquely named, well visible anchor
+    m_rel = m
+    g = REL_GAP * min(W, H)
+    for a in range(nn):
+        if a == t or not okv[a]:
+            continue
+        for use_acol in range(2):
+            uac = use_acol == 1
+            if _np_count(row, nn, cat[row, a], colour[row, a], uac, cat, colour) != 1:
+                continue
+            for use_col in range(2):
+                uc = use_col == 1
+                for mod in range(5):
+                    good = True
+                    dt = 0.0
+                    if mod == 0:
+                        dt = math.hypot(cx[row, t] - cx[row, a], cy[row, t] - cy[row, a])
+                        if dt > NEAR * (size[row, t] + size[row, a]):
+                            good = False
+                    elif not _rel_holds(mod, True, cx[row, t], cy[row, t], cx[row, a],
+                                        cy[row, a], g):
+                        good = False
+                    if not good:
+                        continue
+                    for o in range(nn):
+                        if o == t or o == a or not _matches(row, o, c, col, uc, cat, colour):
+                            continue
+                        if mod == 0:
+                            do = math.hypot(cx[row, o] - cx[row, a], cy[row, o] - cy[row, a])
+                            if do < NEAR_RATIO * dt:
+                                good = False
+                        elif _rel_holds(mod, False, cx[row, o], cy[row, o], cx[row, a],
+                                        cy[row, a], g):
+                            good = False
+                    if good:
+                        kinds[m] = EXPR_REL
+                        mods[m] = mod
+                        npc[m] = use_col
+                        anchors[m] = a
+                        acol[m] = use_acol
+                        weights[m] = 1.0 if not uc else 0.5
+                        m += 1
+    # the relations share a total weight of 2.5
+    tot = 0.0
+    for i in range(m_rel, m):
+        tot += weights[i]
+    for i in range(m_rel, m):
+        weights[i] *= 2.5 / tot
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _gen_referring(seed, row, n_bg, min_visible, tv, tr, tc, trad, tarea, colour_rgb,
+                   height, width, background, n, cat, colour, rgb, cx, cy, size, angle, light,
+                   shadow, target, expr):
+    n_cat = tc.shape[0] - 1
+    n_col = colour_rgb.shape[0]
+    s = seed_state(np.uint64(seed), STREAM_REFERRING)
+    s = _scene_frame(s, row, n_bg, height, width, background, light, shadow)
+    H = height[row]
+    W = width[row]
+    cap = 256
+    kinds = np.zeros(cap, np.int64)
+    mods = np.zeros(cap, np.int64)
+    npc = np.zeros(cap, np.int64)
+    anchors = np.zeros(cap, np.int64)
+    acol = np.zeros(cap, np.int64)
+    weights = np.zeros(cap)
+    ocat = np.zeros(10, np.int64)
+    rad = np.zeros(10)
+    occ = np.zeros(10, np.int64)
+    okv = np.zeros(10, np.bool_)
+    order = np.zeros(10, np.int64)
+    for attempt in range(64):
+        s, nn = below(s, 7)
+        nn += 4
+        s, C = below(s, n_cat)
+        s, u = uniform01(s)
+        n_same = 1
+        if u < 0.85:
+            s, extra = below(s, 3)
+            n_same = min(2 + extra, nn)
+        for i in range(nn):
+            if i < n_same:
+                ocat[i] = C
+            else:
+                s, u = uniform01(s)
+                if i > n_same and u < 0.3:
+                    s, j = below(s, i - n_same)
+                    ocat[i] = ocat[n_same + j]
+                else:
+                    s, j = below(s, n_cat - 1)
+                    ocat[i] = j if j < C else j + 1
+        for i in range(nn - 1, 0, -1):
+            s, j = below(s, i + 1)
+            tmp = ocat[i]
+            ocat[i] = ocat[j]
+            ocat[j] = tmp
+        s, u = uniform01(s)
+        shared = u < 0.35
+        s, shared_col = below(s, n_col)
+        r_hi = math.sqrt(0.16 * H * W / (math.pi * nn))
+        r_hi = min(max(r_hi, 34.0), 95.0)
+        placed = 0
+        for i in range(nn):
+            c = ocat[i]
+            s, u = uniform01(s)
+            r = r_hi * (0.5 + 0.5 * u)
+            s, u = uniform01(s)
+            if u < 0.2:
+                r *= 0.6
+            if shared and c == C:
+                col = shared_col
+            else:
+                s, col = below(s, n_col)
+            s, u = uniform01(s)
+            a = (u - 0.5) * 1.2
+            success = False
+            for tries in range(40):
+                if tries > 0 and tries % 10 == 0:
+                    r = max(r * 0.85, 22.0)
+                s, ux = uniform01(s)
+                s, uy = uniform01(s)
+                px = r + 2.0 + ux * (W - 2.0 * r - 4.0)
+                py = r + 2.0 + uy * (H - 2.0 * r - 4.0)
+                bad = False
+                for j in range(placed):
+                    if math.hypot(px - cx[row, j], py - cy[row, j]) < 0.8 * (r + rad[j]):
+                        bad = True
+                        break
+                if not bad:
+                    success = True
+                    break
+            if success:
+                s = _set_object(row, placed, c, col, s, colour_rgb, px, py, r, a, cat, colour,
+                                rgb, cx, cy, size, angle, trad)
+                rad[placed] = r
+                placed += 1
+        n[row] = placed
+        if placed < 2:
+            continue
+        # visibility of every object (targets and anchors must stay well visible)
+        for k in range(placed):
+            nocc = 0
+            for j in range(k + 1, placed):
+                if math.hypot(cx[row, j] - cx[row, k], cy[row, j] - cy[row, k]) < rad[j] + rad[k]:
+                    occ[nocc] = j
+                    nocc += 1
+            own, vis = _coverage(row, k, occ, nocc, height, width, cat, cx, cy, size, angle,
+                                 tv, tr, tc)
+            okv[k] = vis >= min_visible * own and vis > 0
+        # candidate targets: the repeated category first, in random order, then the rest
+        m_ord = 0
+        for k in range(placed):
+            if cat[row, k] == C:
+                order[m_ord] = k
+                m_ord += 1
+        first = m_ord
+        for k in range(placed):
+            if cat[row, k] != C:
+                order[m_ord] = k
+                m_ord += 1
+        for i in range(first - 1, 0, -1):
+            s, j = below(s, i + 1)
+            tmp = order[i]
+            order[i] = order[j]
+            order[j] = tmp
+        for i in range(m_ord - 1, first, -1):
+            s, j = below(s, i - first + 1)
+            j += first
+            tmp = order[i]
+            order[i] = order[j]
+            order[j] = tmp
+        for q in range(m_ord):
+            t = order[q]
+            if not okv[t]:
+                continue
+            m = _options(row, t, placed, W, H, cat, colour, cx, cy, size, okv, kinds, mods, npc,
+                         anchors, acol, weights)
+            if m == 0:
+                continue
+            tot = 0.0
+            for i in range(m):
+                tot += weights[i]
+            s, u = uniform01(s)
+            pick = m - 1
+            acc = 0.0
+            for i in range(m):
+                acc += weights[i]
+                if u * tot < acc:
+                    pick = i
+                    break
+            target[row] = t
+            expr[row, 0] = kinds[pick]
+            expr[row, 1] = mods[pick]
+            expr[row, 2] = npc[pick]
+            expr[row, 3] = anchors[pick]
+            expr[row, 4] = acol[pick]
+            for k in range(placed, cat.shape[1]):
+                cat[row, k] = 0
+                colour[row, k] = 0
+                cx[row, k] = 0.0
+                cy[row, k] = 0.0
+                size[row, k] = 0.0
+                angle[row, k] = 0.0
+                for ch in range(3):
+                    rgb[row, k, ch] = 0
+            return True
+    n[row] = 0
+    target[row] = -1
+    return False
+
+
+@njit(cache=True, nogil=True)
+def generate_referring_rows(rows, seeds, n_bg, min_visible, tv, tr, tc, trad, tarea, colour_rgb,
+                            height, width, background, n, cat, colour, rgb, cx, cy, size, angle,
+                            light, shadow, target, expr):
+    """Referring scenes for episodes rows[i] (seed seeds[i]); returns the number of rows that
+    could not be generated (0 in practice)."""
+    failed = 0
+    for i in range(rows.shape[0]):
+        if not _gen_referring(seeds[i], rows[i], n_bg, min_visible, tv, tr, tc, trad, tarea,
+                              colour_rgb, height, width, background, n, cat, colour, rgb, cx, cy,
+                              size, angle, light, shadow, target, expr):
+            failed += 1
+    return failed
