@@ -321,7 +321,8 @@ class Counting(PointingBase, Family):
         )
 
     # -- episodes -----------------------------------------------------------------------
-    def _clear(self, state, b: int) -> None:
+    def _clear(self, state, b) -> None:
+        """No guess, no dots, nothing changed, for row(s) ``b``."""
         state.guess[b] = -1
         state.dots[b] = 0
         state.n_dots[b] = 0
@@ -358,8 +359,7 @@ class Counting(PointingBase, Family):
                        for seed in seeds]
             self._start_scenes(state, rows, seeds, [c for c, _ in choices],
                                [n for _, n in choices])
-            for b in rows:
-                self._clear(state, b)
+            self._clear(state, rows)
             return
         n = len(self.samples.image_index)
         picks = [int(np.random.default_rng(seed).permutation(n)[0]) for seed in seeds]
@@ -516,9 +516,9 @@ class Counting(PointingBase, Family):
         goal_distance(error, self.is_success(state), out)
 
     def metrics(self, state) -> dict:
-        error = np.abs(state.guess - state.true_count).astype(np.float64)
-        error[state.guess < 0] = np.nan
-        return {"count_error": error, "dots": state.n_dots.astype(np.float64)}
+        # -1 before any guess (not NaN: equal episodes give equal infos).
+        error = np.where(state.guess >= 0, np.abs(state.guess - state.true_count), -1)
+        return {"count_error": error.astype(np.float64), "dots": state.n_dots.astype(np.float64)}
 
     # -- pixels -----------------------------------------------------------------------------
     def render_rows(self, state, frames, rows, work) -> None:

@@ -29,10 +29,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..core import threads
 from ..core.grammar import FloatVector
 from ..core.validate import describe, show_path
 from ..kernels import pointing as kernels
-from ..render import atlas
+from ..render import atlas, blit
 from ..render.circles import disk_mask
 from .assets import scenes as scene_lib
 from .photo_common import bounded
@@ -43,9 +44,13 @@ MARK_PAYLOAD = FloatVector(2, 0.0, 1.0, float32=True, decimals=4)
 STORE_BYTES = 512 << 20      # decoded pictures kept per family instance
 ATLAS_BYTES = 512 << 20      # pictures packed per BatchEnv before its atlas starts over
 SCENE_FIELDS = tuple(f"scene_{name}" for name in scene_lib.Scenes._fields)
+#: Scene pixels (summed rect areas) a draw call needs before it is split over the frame pool.
+SCENE_THREAD_AREA = 2 * 640 * 480
 #: The frame capacity of the scene source: every canvas size fits.
 SCENE_CAPACITY = (max(h for h, _ in scene_lib.CANVAS_SIZES),
                   max(w for _, w in scene_lib.CANVAS_SIZES))
+_CANVAS_H = np.array([h for h, _ in scene_lib.CANVAS_SIZES], np.int32)
+_CANVAS_W = np.array([w for _, w in scene_lib.CANVAS_SIZES], np.int32)
 
 
 def state_class(name: str, fields: tuple[str, ...]):
@@ -129,12 +134,13 @@ class PointingBase:
 
     def _scene_started(self, state, rows) -> None:
         """After scenes were generated into ``rows``: their frame sizes and background keys."""
+        rows = np.asarray(rows, dtype=np.int64)
         scenes = scenes_of(state)
-        for b in np.asarray(rows, dtype=np.int64).tolist():
-            h, w = int(scenes.height[b]), int(scenes.width[b])
-            canvas = scene_lib.CANVAS_SIZES.index((h, w))
-            state.picture[b] = int(scenes.background[b]) * self.n_canvases + canvas
-            state.hw[b] = (h, w)
+        h, w = scenes.height[rows], scenes.width[rows]
+        canvas = np.argmax((h[:, None] == _CANVAS_H) & (w[:, None] == _CANVAS_W), axis=1)
+        state.picture[rows] = scenes.background[rows].astype(np.int64) * self.n_canvases + canvas
+        state.hw[rows, 0] = h
+        state.hw[rows, 1] = w
 
     def _init_pictures(self, loader, count: int, name: str) -> None:
         self.picture_count = int(count)
@@ -147,6 +153,9 @@ class PointingBase:
 
     def frame_hw(self, state, out: np.ndarray) -> None:
         out[:] = state.hw
+
+    def clear_padding(self, frames, rows, sizes, old) -> None:
+        blit.clear_outside(frames, rows, sizes, old)   # compiled
 
     def new_workspace(self, batch: int) -> PointingWorkspace:
         whole = np.zeros((batch, 4), np.int32)
@@ -167,7 +176,20 @@ class PointingBase:
         ``rects[k]``."""
         pictures = work.atlas
         if self.scene_mode:
-            scene_lib.draw_rows(frames, rows, pictures, state.picture, scenes_of(state), rects)
+            scenes = scenes_of(state)
+            if rows.shape[0] < 2:
+                scene_lib.draw_rows(frames, rows, pictures, state.picture, scenes, rects)
+                return
+            # Composing a scene costs a few hundred microseconds: split the rows over the
+            # frame pool by their rects' areas (the kernel releases the GIL).
+            pictures.ensure_rows(state.picture, rows)
+            area = ((rects[:, 2] - rects[:, 0]).astype(np.int64)
+                    * (rects[:, 3] - rects[:, 1]))
+            index = np.arange(rows.shape[0])
+            threads.FRAME_POOL.run_parts(
+                lambda part: scene_lib.draw_rows(frames, rows[part], pictures, state.picture,
+                                                 scenes, rects[part]),
+                index, area, SCENE_THREAD_AREA)
         else:
             pictures.ensure_rows(state.picture, rows)
             kernels.copy_picture_rects(frames, rows, pictures.buffer, pictures.slot_off,

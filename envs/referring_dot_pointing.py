@@ -233,7 +233,7 @@ class ReferringDotPointing(PointingBase, Family):
         )
 
     # -- episodes -----------------------------------------------------------------------
-    def _clear(self, state, b: int) -> None:
+    def _clear(self, state, b) -> None:
         state.dot[b] = 0
         state.has_dot[b] = False
         state.hit[b] = False
@@ -261,8 +261,7 @@ class ReferringDotPointing(PointingBase, Family):
         seeds = [int(s) for s in np.asarray(seeds, dtype=np.uint64).tolist()]
         if self.scene_mode:
             self._start_scenes(state, rows, seeds)
-            for b in rows:
-                self._clear(state, b)
+            self._clear(state, rows)
             return
         n = len(self.valid)
         picks = [self._ref_pos[self.valid[int(np.random.default_rng(s).permutation(n)[0])]]
