@@ -331,7 +331,9 @@ class Counting(PointingBase, Family):
 
     def _start_scenes(self, state, rows: list, seeds: list, categories: list,
                       counts: list) -> None:
-        scene_lib.generate_counting_rows(scenes_of(state), rows, seeds, categories, counts)
+        scenes = scenes_of(state)
+        self._generate(lambda r, s, c, k: scene_lib.generate_counting_rows(scenes, r, s, c, k),
+                       rows, np.asarray(seeds, np.uint64), categories, counts)
         self._scene_started(state, rows)
         state.scene_seed[rows] = seeds
         state.category[rows] = categories
@@ -559,13 +561,9 @@ class Counting(PointingBase, Family):
         the image's annotated size; scenes: a pixel well inside each target's visible part."""
         if self.scene_mode:
             scenes = scenes_of(state)
-            category = int(state.category[i])
-            out = []
-            for k in range(int(scenes.n[i])):
-                if int(scenes.cat[i, k]) == category:
-                    x, y = scene_lib.visible_point(scenes, i, k)
-                    out.append((float(x), float(y)))
-            return out
+            targets = scene_lib.target_indices(scenes, i, int(state.category[i]))
+            return [(float(x), float(y)) for x, y in
+                    scene_lib.visible_points(scenes, i, targets).tolist()]
         image = int(state.image[i])
         h = int(self.index.image_height[image])
         w = int(self.index.image_width[image])

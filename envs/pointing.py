@@ -46,6 +46,8 @@ ATLAS_BYTES = 512 << 20      # pictures packed per BatchEnv before its atlas sta
 SCENE_FIELDS = tuple(f"scene_{name}" for name in scene_lib.Scenes._fields)
 #: Scene pixels (summed rect areas) a draw call needs before it is split over the frame pool.
 SCENE_THREAD_AREA = 2 * 640 * 480
+#: Scenes a reset must make before their making is split over the frame pool.
+SCENE_THREAD_ROWS = 4
 #: The frame capacity of the scene source: every canvas size fits.
 SCENE_CAPACITY = (max(h for h, _ in scene_lib.CANVAS_SIZES),
                   max(w for _, w in scene_lib.CANVAS_SIZES))
@@ -132,6 +134,17 @@ class PointingBase:
         h, w = scene_lib.CANVAS_SIZES[canvas]
         return scene_lib.background_picture(bg, h, w)
 
+    @staticmethod
+    def _generate(generate, rows, *per_row) -> None:
+        """``generate(rows, *per_row)`` (a scenes.generate_*_rows call bound to the State's
+        scenes), split over the frame pool when there are enough rows: making a scene takes
+        tens of microseconds and each row's is independent (the kernels release the GIL)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        arrays = [np.asarray(a) for a in per_row]
+        threads.FRAME_POOL.run_parts(
+            lambda part: generate(rows[part], *(a[part] for a in arrays)),
+            np.arange(rows.shape[0]), np.ones(rows.shape[0]), SCENE_THREAD_ROWS)
+
     def _scene_started(self, state, rows) -> None:
         """After scenes were generated into ``rows``: their frame sizes and background keys."""
         rows = np.asarray(rows, dtype=np.int64)
@@ -186,9 +199,9 @@ class PointingBase:
             area = ((rects[:, 2] - rects[:, 0]).astype(np.int64)
                     * (rects[:, 3] - rects[:, 1]))
             index = np.arange(rows.shape[0])
-            threads.FRAME_POOL.run_parts(
+            threads.FRAME_POOL.run_parts(   # ensured above: the workers only read the atlas
                 lambda part: scene_lib.draw_rows(frames, rows[part], pictures, state.picture,
-                                                 scenes, rects[part]),
+                                                 scenes, rects[part], ensure=False),
                 index, area, SCENE_THREAD_AREA)
         else:
             pictures.ensure_rows(state.picture, rows)

@@ -241,7 +241,9 @@ class ReferringDotPointing(PointingBase, Family):
         state.removed[b] = 0
 
     def _start_scenes(self, state, rows: list, seeds: list) -> None:
-        scene_lib.generate_referring_rows(scenes_of(state), rows, seeds)
+        scenes = scenes_of(state)
+        self._generate(lambda r, s: scene_lib.generate_referring_rows(scenes, r, s), rows,
+                       np.asarray(seeds, np.uint64))
         self._scene_started(state, rows)
         state.scene_seed[rows] = seeds
         state.ref[rows] = -1

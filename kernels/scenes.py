@@ -3,23 +3,33 @@ compositor, the exact point test and visible masks.
 
 Exactness: pixel (x, y) belongs to object k iff its centre (x + 0.5, y + 0.5) lies inside the
 object's transformed polygon by the even-odd rule. Both the rasterizer and the point test get an
-object's vertices from ``_transform`` and a row's edge crossings from ``_crossings`` (one float
-expression per crossing, no fused or reordered arithmetic: Numba compiles without fast-math), and
-a pixel is inside iff an odd number of crossings lie strictly left of its centre. The rasterizer
-turns the sorted crossings into spans with the same comparisons, so a drawn pixel, ``owner_at``
-and ``visible_mask`` always agree.
+object's vertices from ``_transform`` and a row's edge crossings from ``_crossings`` (point
+test) or ``_crossing_table`` (rasterizer: the same expression and the same half-open test, edge
+by edge; no fused or reordered arithmetic: Numba compiles without fast-math), and a pixel is
+inside iff an odd number of crossings lie strictly left of its centre. The rasterizer turns the
+sorted crossings into spans with the same comparisons (``_span_start`` / ``_span_end``), so a
+drawn pixel, ``owner_at`` and ``visible_mask`` always agree, also for centres exactly on an
+edge or a vertex.
 
-Templates (``tv`` float64[V, 2] unit vertices, ``tr`` int32[R + 1] ring starts, ``tc`` int32[C + 1]
-first ring of each category) are arguments, never globals, so cached compilations never hold
-stale geometry. Object k of row b: category ``cat[b, k]``, centre (``cx``, ``cy``) px, ``size``
-px per template unit, rotation ``angle`` rad; unit (u, v) maps to
-(cx + size (cos a u - sin a v), cy + size (sin a u + cos a v)).
+Templates (``tv`` float64[V, 2] unit vertices, all within radius 1, which the quick rejects
+rely on; ``tr`` int32[R + 1] ring starts; ``tc`` int32[C + 1] first ring of each category) are
+arguments, never globals, so cached compilations never hold stale geometry. Object k of row
+b: category ``cat[b, k]``, centre (``cx``, ``cy``) px, ``size`` px per template unit, rotation
+``angle`` rad; unit (u, v) maps to (cx + size (cos a u - sin a v), cy + size (sin a u + cos a v)).
 
 Shading: a linear light gradient across each object along the scene's ``light`` direction
 (unit vector, image axes) and a soft drop shadow: the object's silhouette shifted by
 ``shadow`` px and by twice that, each darkening what lies below by 0.8 (so 0.64 where both
 fall). A pixel's colour is a pure function of the scene and the pixel, so redrawing any
 rectangle equals the same rectangle of a full draw.
+
+Speed (2-core Xeon VM, B = 256, one thread, measured while writing this module): a full
+640x480 frame draws in ~0.27-0.36 ms (the background copy ~0.1-0.17 ms of it, memory-bound),
+an 11x11 region redraw in ~1 us, a counting scene generates in ~40-75 us, a referring scene in
+~60 us. The compositor copies the background with memcpy (``_copy_bytes``), works in bands of
+``BAND`` rows, transforms each object and builds its colour table once per call, builds each
+object's crossings edge by edge (``_crossing_table``) and their pixel spans once, and darkens a
+shadow only where the object itself does not cover it.
 
 Every kernel is ``cache=True, nogil=True``; the per-episode generators use kernels/rng.py
 (SplitMix64 seeded by the episode seed alone).
@@ -41,10 +51,25 @@ SHADOW_KEEP = 205     # x/256 kept under each shadow layer
 GRADIENT = 0.32       # brightness change per template unit along the light
 SHADE_MIN = 0.62      # brightness factor range of the gradient
 SHADE_MAX = 1.38
+BAND = 16             # the compositor works in bands of this many rows
 SHADE_LEVELS = 77    # gradient levels (a colour table per object); level 38 is f = 1
 STREAM_COUNTING = np.uint64(0x5C0E11)
 STREAM_CHOICE = np.uint64(0x5C0E12)
 STREAM_REFERRING = np.uint64(0x5C0E13)
+
+
+# --------------------------------------------------------------------------- random numbers
+@njit(cache=True, nogil=True)
+def _below(s, n):
+    """kernels/rng.py ``below`` behind one call (its inlining at every call site made the
+    generators slow to compile)."""
+    return below(s, n)
+
+
+@njit(cache=True, nogil=True)
+def _uniform(s):
+    """kernels/rng.py ``uniform01`` behind one call."""
+    return uniform01(s)
 
 
 # --------------------------------------------------------------------------- geometry
@@ -141,7 +166,7 @@ def _crossing_table(vx, vy, tr, tc, c, ylo, yhi, table, counts):
             table[q, j + 1] = v
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _span_start(a):
     """Smallest integer x with x + 0.5 > a."""
     x = int(math.floor(a)) - 1
@@ -150,7 +175,7 @@ def _span_start(a):
     return x
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _span_end(b):
     """Largest integer x with x + 0.5 <= b."""
     x = int(math.floor(b)) + 1
@@ -270,6 +295,11 @@ def _local_visible(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, 
             for x in range(a, b + 1):
                 mask[y - y0, x - x0] = 1
     for j in range(k + 1, n[row]):
+        # quick reject: template vertices lie within radius 1 (envs/assets/scenes normalises)
+        if cx[row, j] + size[row, j] * 1.01 + 2 < x0 or cx[row, j] - size[row, j] * 1.01 - 2 > x1 \
+                or cy[row, j] + size[row, j] * 1.01 + 2 < y0 \
+                or cy[row, j] - size[row, j] * 1.01 - 2 > y1:
+            continue
         cj = cat[row, j]
         nv, jxmin, jymin, jxmax, jymax = _transform(tv, tr, tc, cj, cx[row, j], cy[row, j],
                                                     size[row, j], angle[row, j], vx, vy)
@@ -323,22 +353,20 @@ def visible_stats(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, k
 
 @njit(cache=True, nogil=True)
 def visible_point(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, k):
-    """A pixel (x, y) well inside object k's visible mask: the visible pixel farthest from the
-    mask's boundary (chamfer 3-4 distance; pixels outside the mask or the canvas are boundary),
-    ties broken by the distance to the visible centroid, then by y, then x. (-1, -1) when the
-    object has no visible pixel."""
+    """A pixel (x, y) well inside object k's visible mask: the pixel nearest the visible
+    centroid when it and its 5x5 neighbourhood are visible (the usual case for compact
+    shapes), otherwise the visible pixel farthest from the mask's boundary (chamfer 3-4
+    distance; pixels outside the mask or the canvas are boundary), ties broken by the distance
+    to the visible centroid, then by y, then x. (-1, -1) when the object has no visible pixel."""
     mask, x0, y0 = _local_visible(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, k)
     bh = mask.shape[0]
     bw = mask.shape[1]
-    big = 1 << 30
-    d = np.zeros((bh + 2, bw + 2), np.int64)
     vis = 0
     sx = 0.0
     sy = 0.0
     for y in range(bh):
         for x in range(bw):
             if mask[y, x]:
-                d[y + 1, x + 1] = big
                 vis += 1
                 sx += x
                 sy += y
@@ -346,6 +374,22 @@ def visible_point(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, k
         return -1, -1
     mx = sx / vis
     my = sy / vis
+    px = int(math.floor(mx + 0.5))
+    py = int(math.floor(my + 0.5))
+    if 2 <= px < bw - 2 and 2 <= py < bh - 2:
+        inside = True
+        for y in range(py - 2, py + 3):
+            for x in range(px - 2, px + 3):
+                if not mask[y, x]:
+                    inside = False
+        if inside:
+            return px + x0, py + y0
+    big = 1 << 30
+    d = np.zeros((bh + 2, bw + 2), np.int64)
+    for y in range(bh):
+        for x in range(bw):
+            if mask[y, x]:
+                d[y + 1, x + 1] = big
     for y in range(1, bh + 1):
         for x in range(1, bw + 1):
             if d[y, x]:
@@ -395,23 +439,58 @@ def _copy_bytes(typingctx, dst, dst_off, src, src_off, count):
 
 
 @njit(cache=True, nogil=True)
+def _scratch(max_objects):
+    """Per-call scratch of the compositor: transformed vertices and colour tables per object
+    (filled lazily), the crossing table and the shadow table."""
+    vxs = np.empty((max_objects, MAX_VERTS))
+    vys = np.empty((max_objects, MAX_VERTS))
+    boxes = np.empty((max_objects, 4))
+    luts = np.empty((max_objects, SHADE_LEVELS, 3), np.uint8)
+    state = np.zeros(max_objects, np.uint8)   # bit 1: vertices, bit 2: colour table
+    table = np.empty((256, MAX_CROSS))
+    counts = np.empty(256, np.int64)
+    spans = np.empty((256, MAX_CROSS), np.int64)
+    dark = np.empty(256, np.uint8)
+    for v in range(256):
+        dark[v] = (v * SHADOW_KEEP) >> 8
+    return vxs, vys, boxes, luts, state, table, counts, spans, dark
+
+
+@njit(cache=True, nogil=True)
 def _draw_one(frame, bg, bg_off, height, width, n, cat, rgb, cx, cy, size, angle, light,
-              shadow, tv, tr, tc, row, x0, y0, x1, y1, vx, vy, xs, lut):
+              shadow, tv, tr, tc, row, x0, y0, x1, y1, vxs, vys, boxes, luts, state, table,
+              counts, spans, dark):
     """Composite row ``row``'s scene into frame[y0:y1, x0:x1] (frame: uint8[H, W * 3], pixel
     (x, y) at frame[y, 3x:3x + 3]; clipped to the canvas); ``bg`` is a flat uint8 picture of
-    the canvas size starting at ``bg_off``."""
+    the canvas size starting at ``bg_off``. Works in bands of BAND rows (each band stays in
+    the first-level cache); every pixel's value depends only on the scene and the pixel, so
+    bands and rectangles compose exactly."""
     h = height[row]
     w = width[row]
     if h > frame.shape[0] or 3 * w > frame.shape[1]:
         raise ValueError("frames: a canvas is larger than its frame")
     if bg_off < 0 or bg_off + h * w * 3 > bg.shape[0]:
         raise ValueError("bg: the background picture is smaller than the canvas")
+    if n[row] > vxs.shape[0]:
+        raise ValueError("n: more objects than the scratch holds")
     x0 = max(x0, 0)
     y0 = max(y0, 0)
     x1 = min(x1, w)
     y1 = min(y1, h)
     if x0 >= x1 or y0 >= y1:
         return
+    for k in range(n[row]):
+        state[k] = 0
+    for band in range(y0, y1, BAND):
+        _draw_rect(frame, bg, bg_off, w, n, cat, rgb, cx, cy, size, angle, light, shadow, tv,
+                   tr, tc, row, x0, band, x1, min(band + BAND, y1), vxs, vys, boxes, luts,
+                   state, table, counts, spans, dark)
+
+
+@njit(cache=True, nogil=True)
+def _draw_rect(frame, bg, bg_off, w, n, cat, rgb, cx, cy, size, angle, light, shadow, tv, tr,
+               tc, row, x0, y0, x1, y1, vxs, vys, boxes, luts, state, table, counts, spans, dark):
+    """One clipped rectangle of ``_draw_one``."""
     flat = frame.reshape(-1)
     stride = frame.shape[1]
     for y in range(y0, y1):
@@ -420,12 +499,7 @@ def _draw_one(frame, bg, bg_off, height, width, n, cat, rgb, cx, cy, size, angle
     ly = light[row, 1]
     sdx = shadow[row, 0]
     sdy = shadow[row, 1]
-    levels = lut.shape[0]
-    table = np.empty((256, MAX_CROSS))
-    counts = np.empty(256, np.int64)
-    dark = np.empty(256, np.uint8)
-    for v in range(256):
-        dark[v] = (v * SHADOW_KEEP) >> 8
+    levels = luts.shape[1]
     per_level = (levels - 1) / (SHADE_MAX - SHADE_MIN)
     for k in range(n[row]):
         c = cat[row, k]
@@ -436,8 +510,20 @@ def _draw_one(frame, bg, bg_off, height, width, n, cat, rgb, cx, cy, size, angle
         reach = sk * 1.01 + 2.0 * (abs(sdx) + abs(sdy)) + 3.0
         if ck + reach < x0 or ck - reach > x1 or cyk + reach < y0 or cyk - reach > y1:
             continue
-        nv, xmin, ymin, xmax, ymax = _transform(tv, tr, tc, c, ck, cyk, sk, angle[row, k],
-                                                vx, vy)
+        vx = vxs[k]
+        vy = vys[k]
+        if not state[k] & 1:
+            nv, xmin, ymin, xmax, ymax = _transform(tv, tr, tc, c, ck, cyk, sk, angle[row, k],
+                                                    vx, vy)
+            boxes[k, 0] = xmin
+            boxes[k, 1] = ymin
+            boxes[k, 2] = xmax
+            boxes[k, 3] = ymax
+            state[k] |= 1
+        xmin = boxes[k, 0]
+        ymin = boxes[k, 1]
+        xmax = boxes[k, 2]
+        ymax = boxes[k, 3]
         # bounding box of the object and both shadow layers
         bx0 = xmin + min(0, 2 * sdx) - 2
         bx1 = xmax + max(0, 2 * sdx) + 2
@@ -454,7 +540,13 @@ def _draw_one(frame, bg, bg_off, height, width, n, cat, rgb, cx, cy, size, angle
         if thi - tlo > table.shape[0]:
             table = np.empty((thi - tlo, MAX_CROSS))
             counts = np.empty(thi - tlo, np.int64)
+            spans = np.empty((thi - tlo, MAX_CROSS), np.int64)
         _crossing_table(vx, vy, tr, tc, c, tlo, thi, table, counts)
+        # pixel spans [spans[q, 2i], spans[q, 2i + 1]] (inclusive) of every table row
+        for q in range(thi - tlo):
+            for i in range(0, counts[q] - 1, 2):
+                spans[q, i] = _span_start(table[q, i])
+                spans[q, i + 1] = _span_end(table[q, i + 1])
         # shadows: silhouette shifted by (sdx, sdy) and (2 sdx, 2 sdy)
         for layer in range(1, 3):
             ox = layer * sdx
@@ -466,15 +558,15 @@ def _draw_one(frame, bg, bg_off, height, width, n, cat, rgb, cx, cy, size, angle
                 qo = y - tlo
                 mo = counts[qo] if lo <= y < hi else 0
                 for i in range(0, m - 1, 2):
-                    a = max(_span_start(table[q, i]) + ox, x0)
-                    b = min(_span_end(table[q, i + 1]) + ox, x1 - 1)
+                    a = max(spans[q, i] + ox, x0)
+                    b = min(spans[q, i + 1] + ox, x1 - 1)
                     # darken [a, b] minus the object's spans
                     cur = a
                     for t in range(0, mo - 1, 2):
                         if cur > b:
                             break
-                        oa = _span_start(table[qo, t])
-                        ob = _span_end(table[qo, t + 1])
+                        oa = spans[qo, t]
+                        ob = spans[qo, t + 1]
                         if ob < cur or ob < oa:
                             continue
                         for i3 in range(y * stride + cur * 3, y * stride + min(b, oa - 1) * 3 + 3):
@@ -482,28 +574,33 @@ def _draw_one(frame, bg, bg_off, height, width, n, cat, rgb, cx, cy, size, angle
                         cur = max(cur, ob + 1)
                     for i3 in range(y * stride + cur * 3, y * stride + b * 3 + 3):
                         flat[i3] = dark[flat[i3]]
+        if max(lo, y0) >= min(hi, y1):
+            continue
         # the object's colour table along the light gradient
-        for i in range(levels):
-            f = SHADE_MIN + i / per_level
-            add = 40.0 * (f - 1.0)
-            for ch in range(3):
-                lut[i, ch] = np.uint8(min(max(rgb[row, k, ch] * f + add, 0.0), 255.0))
+        lut = luts[k]
+        if not state[k] & 2:
+            for i in range(levels):
+                f = SHADE_MIN + i / per_level
+                add = 40.0 * (f - 1.0)
+                for ch in range(3):
+                    lut[i, ch] = np.uint8(min(max(rgb[row, k, ch] * f + add, 0.0), 255.0))
+            state[k] |= 2
         gain = GRADIENT / sk
-        # level(x, y) = (p(y) + q x) >> 16 in 16.16 fixed point: a pure function of the pixel
-        q = np.int64(round(gain * lx * per_level * 65536.0))
-        for y in range(max(tlo, y0), min(thi, y1)):
-            q = y - tlo
-            m = counts[q]
+        # level(x, y) = (p(y) + slope x) >> 16 in 16.16 fixed point: a pure function of the pixel
+        slope = np.int64(round(gain * lx * per_level * 65536.0))
+        for y in range(max(lo, y0), min(hi, y1)):
+            qr = y - tlo
+            m = counts[qr]
             if m == 0:
                 continue
             f_row = 1.0 + gain * ((0.5 - ck) * lx + (y + 0.5 - cyk) * ly)
             p = np.int64(round((f_row - SHADE_MIN) * per_level * 65536.0)) + 32768
             for i in range(0, m - 1, 2):
-                a = max(_span_start(table[q, i]), x0)
-                b = min(_span_end(table[q, i + 1]), x1 - 1)
+                a = max(spans[qr, i], x0)
+                b = min(spans[qr, i + 1], x1 - 1)
                 o = y * stride + 3 * a
                 for x in range(a, b + 1):
-                    lv = (p + q * x) >> 16
+                    lv = (p + slope * x) >> 16
                     lv = min(max(lv, 0), levels - 1)
                     flat[o] = lut[lv, 0]
                     flat[o + 1] = lut[lv, 1]
@@ -517,13 +614,11 @@ def draw_scene(frame, bg, height, width, n, cat, rgb, cx, cy, size, angle, light
     """Composite the scene of ``row`` into frame[y0:y1, x0:x1] (frame uint8[H >= h, W >= w, 3];
     bg uint8[h, w, 3] C-contiguous: the background picture). A rectangle redraw equals the same
     rectangle of a full draw."""
-    vx = np.empty(MAX_VERTS)
-    vy = np.empty(MAX_VERTS)
-    xs = np.empty(MAX_CROSS)
-    lut = np.empty((SHADE_LEVELS, 3), np.uint8)
-    _draw_one(frame.reshape(frame.shape[0], frame.shape[1] * 3), bg.reshape(-1), 0, height,
-              width, n, cat, rgb, cx, cy, size, angle, light, shadow, tv, tr, tc, row, x0, y0,
-              x1, y1, vx, vy, xs, lut)
+    vxs, vys, boxes, luts, state, table, counts, spans, dark = _scratch(cat.shape[1])
+    _draw_one(frame.reshape(frame.shape[0], frame.shape[1] * 3), bg.reshape(-1), np.int64(0),
+              height, width, n, cat, rgb, cx, cy, size, angle, light, shadow, tv, tr, tc,
+              np.int64(row), np.int64(x0), np.int64(y0), np.int64(x1), np.int64(y1), vxs, vys,
+              boxes, luts, state, table, counts, spans, dark)
 
 
 @njit(cache=True, nogil=True)
@@ -533,10 +628,7 @@ def draw_scenes_rows(frames, rows, atlas_buffer, atlas_slot_off, atlas_slot_of, 
     """For each i: composite the scene of episode rows[i] into frames[rows[i]] within
     rects[i] = (x0, y0, x1, y1); the background is atlas picture ``bg_key[rows[i]]`` (stored at
     the canvas size: h rows of w * 3 bytes at atlas_slot_off[atlas_slot_of[key]])."""
-    vx = np.empty(MAX_VERTS)
-    vy = np.empty(MAX_VERTS)
-    xs = np.empty(MAX_CROSS)
-    lut = np.empty((SHADE_LEVELS, 3), np.uint8)
+    vxs, vys, boxes, luts, state, table, counts, spans, dark = _scratch(cat.shape[1])
     for i in range(rows.shape[0]):
         b = rows[i]
         slot = atlas_slot_of[bg_key[b]]
@@ -544,8 +636,9 @@ def draw_scenes_rows(frames, rows, atlas_buffer, atlas_slot_off, atlas_slot_of, 
             raise ValueError("bg_key: a background picture has no atlas slot")
         fb = frames[b]
         _draw_one(fb.reshape(fb.shape[0], fb.shape[1] * 3), atlas_buffer, atlas_slot_off[slot],
-                  height, width, n, cat, rgb, cx, cy, size, angle, light, shadow, tv, tr, tc, b,
-                  rects[i, 0], rects[i, 1], rects[i, 2], rects[i, 3], vx, vy, xs, lut)
+                  height, width, n, cat, rgb, cx, cy, size, angle, light, shadow, tv, tr, tc,
+                  np.int64(b), np.int64(rects[i, 0]), np.int64(rects[i, 1]), np.int64(rects[i, 2]),
+                  np.int64(rects[i, 3]), vxs, vys, boxes, luts, state, table, counts, spans, dark)
 
 
 # --------------------------------------------------------------------------- generation
@@ -609,7 +702,7 @@ def _set_object(row, k, c, col, s, colour_rgb, rx, ry, rr, aa, cat, colour, rgb,
     cat[row, k] = c
     colour[row, k] = col
     for ch in range(3):
-        s, j = below(s, 29)
+        s, j = _below(s, np.int64(29))
         rgb[row, k, ch] = np.uint8(min(max(int(colour_rgb[col, ch]) + int(j) - 14, 0), 255))
     cx[row, k] = rx
     cy[row, k] = ry
@@ -621,7 +714,7 @@ def _set_object(row, k, c, col, s, colour_rgb, rx, ry, rr, aa, cat, colour, rgb,
 @njit(cache=True, nogil=True)
 def _scene_frame(s, row, n_bg, height, width, background, light, shadow):
     """Canvas, background and light of a scene; returns the generator state."""
-    s, ci = below(s, 3)
+    s, ci = _below(s, np.int64(3))
     if ci == 0:
         height[row] = 480
         width[row] = 640
@@ -631,9 +724,9 @@ def _scene_frame(s, row, n_bg, height, width, background, light, shadow):
     else:
         height[row] = 512
         width[row] = 512
-    s, bgi = below(s, n_bg)
+    s, bgi = _below(s, np.int64(n_bg))
     background[row] = bgi
-    s, u = uniform01(s)
+    s, u = _uniform(s)
     th = 2.0 * math.pi * u
     light[row, 0] = math.cos(th)
     light[row, 1] = math.sin(th)
@@ -642,19 +735,50 @@ def _scene_frame(s, row, n_bg, height, width, background, light, shadow):
     return s
 
 
+MIN_CONTRAST = 100.0  # RGB distance of a named colour from the background cell under it
+
+
+@njit(cache=True, nogil=True)
+def _contrasting(col, colour_rgb, cells, row, n_canvas, background, height, width, px, py):
+    """``col``, or the next named colour (cyclically) that stands out by MIN_CONTRAST from the
+    mean colour of the background cell under (px, py) (the first one when none does)."""
+    H = height[row]
+    W = width[row]
+    if H == 480 and W == 640:
+        canvas = 0
+    elif H == 640:
+        canvas = 1
+    else:
+        canvas = 2
+    key = background[row] * n_canvas + canvas
+    g = cells.shape[1]
+    gi = min(max(int(py * g / H), 0), g - 1)
+    gj = min(max(int(px * g / W), 0), g - 1)
+    n_col = colour_rgb.shape[0]
+    for t in range(n_col):
+        c2 = (col + t) % n_col
+        d = 0.0
+        for ch in range(3):
+            e = colour_rgb[c2, ch] - cells[key, gi, gj, ch]
+            d += e * e
+        if d >= MIN_CONTRAST * MIN_CONTRAST:
+            return c2
+    return col
+
+
 @njit(cache=True, nogil=True)
 def counting_choice(seed, n_cat, min_count, max_count):
     """(category, count) of a counting episode: uniform over the categories and over
     [min_count, max_count]; a pure function of the seed."""
     s = seed_state(np.uint64(seed), STREAM_CHOICE)
-    s, c = below(s, n_cat)
-    s, k = below(s, max_count - min_count + 1)
+    s, c = _below(s, np.int64(n_cat))
+    s, k = _below(s, np.int64(max_count - min_count + 1))
     return c, min_count + k
 
 
 @njit(cache=True, nogil=True)
 def _gen_counting(seed, category, count, row, n_bg, min_visible, min_pixels, max_objects,
-                  tv, tr, tc, trad, tarea, similar, colour_rgb,
+                  tv, tr, tc, trad, tarea, similar, colour_rgb, cells, n_canvas,
                   height, width, background, n, cat, colour, rgb, cx, cy, size, angle, light,
                   shadow, target, expr):
     n_cat = tc.shape[0] - 1
@@ -666,7 +790,7 @@ def _gen_counting(seed, category, count, row, n_bg, min_visible, min_pixels, max
     target[row] = -1
     for q in range(expr.shape[1]):
         expr[row, q] = -1
-    s, nd = below(s, 13)
+    s, nd = _below(s, np.int64(13))
     nd = min(nd + 3, max_objects - count)
     kinds = np.zeros(max_objects, np.int64)        # 1: target
     dcat = np.zeros(max_objects, np.int64)
@@ -680,18 +804,18 @@ def _gen_counting(seed, category, count, row, n_bg, min_visible, min_pixels, max
         for i in range(total):
             kinds[i] = 1 if i < count else 0
         for i in range(total - 1, 0, -1):   # painter's order: targets among distractors
-            s, j = below(s, i + 1)
+            s, j = _below(s, np.int64(i + 1))
             t = kinds[i]
             kinds[i] = kinds[j]
             kinds[j] = t
         for i in range(total):
             if kinds[i] == 0:
-                s, u = uniform01(s)
+                s, u = _uniform(s)
                 if u < 0.45:
-                    s, j = below(s, similar.shape[1])
+                    s, j = _below(s, np.int64(similar.shape[1]))
                     dcat[i] = similar[category, j]
                 else:
-                    s, j = below(s, n_cat - 1)
+                    s, j = _below(s, np.int64(n_cat - 1))
                     dcat[i] = j if j < category else j + 1
             else:
                 dcat[i] = category
@@ -704,16 +828,16 @@ def _gen_counting(seed, category, count, row, n_bg, min_visible, min_pixels, max
             c = dcat[i]
             # smallest bounding radius giving min_pixels of silhouette (with a margin)
             r_min = max(10.0, math.sqrt(1.5 * min_pixels / tarea[c]) * trad[c])
-            s, u = uniform01(s)
+            s, u = _uniform(s)
             if u < 0.25:
-                s, u2 = uniform01(s)
+                s, u2 = _uniform(s)
                 r = r_lo * (1.0 + 0.3 * u2)
             else:
-                s, u2 = uniform01(s)
+                s, u2 = _uniform(s)
                 r = r_lo + (r_hi - r_lo) * u2
             r = max(r, r_min)
-            s, col = below(s, n_col)
-            s, u3 = uniform01(s)
+            s, col = _below(s, np.int64(n_col))
+            s, u3 = _uniform(s)
             a = 2.0 * math.pi * u3
             success = False
             for tries in range(48):
@@ -721,8 +845,8 @@ def _gen_counting(seed, category, count, row, n_bg, min_visible, min_pixels, max
                     r = max(r * 0.85, r_min)
                 if 2.0 * r + 4.0 >= min(H, W):
                     r = (min(H, W) - 5.0) / 2.0
-                s, ux = uniform01(s)
-                s, uy = uniform01(s)
+                s, ux = _uniform(s)
+                s, uy = _uniform(s)
                 px = r + 2.0 + ux * (W - 2.0 * r - 4.0)
                 py = r + 2.0 + uy * (H - 2.0 * r - 4.0)
                 bad = False
@@ -737,8 +861,10 @@ def _gen_counting(seed, category, count, row, n_bg, min_visible, min_pixels, max
                         nover += 1
                 if bad:
                     continue
-                s = _set_object(row, placed, c, col, s, colour_rgb, px, py, r, a, cat, colour,
-                                rgb, cx, cy, size, angle, trad)
+                col_here = _contrasting(col, colour_rgb, cells, row, n_canvas, background,
+                                        height, width, px, py)
+                s = _set_object(row, np.int64(placed), c, col_here, s, colour_rgb, px, py, r, a,
+                                cat, colour, rgb, cx, cy, size, angle, trad)
                 rad[placed] = r
                 is_t[placed] = kinds[i] == 1
                 for q in range(nover):
@@ -749,8 +875,8 @@ def _gen_counting(seed, category, count, row, n_bg, min_visible, min_pixels, max
                                 rad[t] + rad[j]:
                             occ[nocc] = t
                             nocc += 1
-                    own, vis = _coverage(row, j, occ, nocc, height, width, cat, cx, cy, size,
-                                         angle, tv, tr, tc)
+                    own, vis = _coverage(row, j, occ, np.int64(nocc), height, width, cat, cx,
+                                         cy, size, angle, tv, tr, tc)
                     if vis < min_visible * own or vis < min_pixels:
                         bad = True
                         break
@@ -781,7 +907,7 @@ def _gen_counting(seed, category, count, row, n_bg, min_visible, min_pixels, max
 
 @njit(cache=True, nogil=True)
 def generate_counting_rows(rows, seeds, categories, counts, n_bg, min_visible, min_pixels,
-                           tv, tr, tc, trad, tarea, similar, colour_rgb,
+                           tv, tr, tc, trad, tarea, similar, colour_rgb, cells, n_canvas,
                            height, width, background, n, cat, colour, rgb, cx, cy, size, angle,
                            light, shadow, target, expr):
     """Counting scenes for episodes rows[i] (seed seeds[i], category categories[i], count
@@ -790,8 +916,8 @@ def generate_counting_rows(rows, seeds, categories, counts, n_bg, min_visible, m
     for i in range(rows.shape[0]):
         if not _gen_counting(seeds[i], categories[i], counts[i], rows[i], n_bg, min_visible,
                              min_pixels, cat.shape[1], tv, tr, tc, trad, tarea, similar,
-                             colour_rgb, height, width, background, n, cat, colour, rgb, cx, cy,
-                             size, angle, light, shadow, target, expr):
+                             colour_rgb, cells, n_canvas, height, width, background, n, cat,
+                             colour, rgb, cx, cy, size, angle, light, shadow, target, expr):
             failed += 1
     return failed
 
@@ -827,7 +953,7 @@ def _np_count(row, nn, c, col, use_col, cat, colour):
 @njit(cache=True, nogil=True)
 def _rel_holds(mod, strong, ox, oy, ax, ay, g):
     """Relation ``mod`` (1 above, 2 below, 3 left of, 4 right of) of a point (ox, oy) to the
-    anchor (ax, ay): strong form (gap g, mostly along the axis) or weak form."""
+    anchor (ax, ay): strong form (``strong`` 1: gap g, mostly along the axis) or weak form."""
     dx = ox - ax
     dy = oy - ay
     if mod == 1 or mod == 2:
@@ -877,7 +1003,7 @@ def _options(row, t, nn, W, H, cat, colour, cx, cy, size, okv, kinds, mods, npc,
                 npc[m] = use_col
                 anchors[m] = -1
                 acol[m] = 0
-                weights[m] = 1.5 * wf
+                weights[m] = 2.5 * wf
                 m += 1
         # position among the candidates
         gx = POS_GAP * W
@@ -912,7 +1038,7 @@ def _options(row, t, nn, W, H, cat, colour, cx, cy, size, okv, kinds, mods, npc,
                 npc[m] = use_col
                 anchors[m] = -1
                 acol[m] = 0
-                weights[m] = 1.0 * wf
+                weights[m] = 0.5 * wf
                 m += 1
     # relations to a uniquely named, well visible anchor
     m_rel = m
@@ -926,6 +1052,8 @@ def _options(row, t, nn, W, H, cat, colour, cx, cy, size, okv, kinds, mods, npc,
                 continue
             for use_col in range(2):
                 uc = use_col == 1
+                # a relation that the noun phrase alone makes redundant is rarely chosen
+                redundant = _np_count(row, nn, c, col, uc, cat, colour) == 1
                 for mod in range(5):
                     good = True
                     dt = 0.0
@@ -933,7 +1061,7 @@ def _options(row, t, nn, W, H, cat, colour, cx, cy, size, okv, kinds, mods, npc,
                         dt = math.hypot(cx[row, t] - cx[row, a], cy[row, t] - cy[row, a])
                         if dt > NEAR * (size[row, t] + size[row, a]):
                             good = False
-                    elif not _rel_holds(mod, True, cx[row, t], cy[row, t], cx[row, a],
+                    elif not _rel_holds(mod, np.int64(1), cx[row, t], cy[row, t], cx[row, a],
                                         cy[row, a], g):
                         good = False
                     if not good:
@@ -945,7 +1073,7 @@ def _options(row, t, nn, W, H, cat, colour, cx, cy, size, okv, kinds, mods, npc,
                             do = math.hypot(cx[row, o] - cx[row, a], cy[row, o] - cy[row, a])
                             if do < NEAR_RATIO * dt:
                                 good = False
-                        elif _rel_holds(mod, False, cx[row, o], cy[row, o], cx[row, a],
+                        elif _rel_holds(mod, np.int64(0), cx[row, o], cy[row, o], cx[row, a],
                                         cy[row, a], g):
                             good = False
                     if good:
@@ -954,21 +1082,21 @@ def _options(row, t, nn, W, H, cat, colour, cx, cy, size, okv, kinds, mods, npc,
                         npc[m] = use_col
                         anchors[m] = a
                         acol[m] = use_acol
-                        weights[m] = 1.0 if not uc else 0.5
+                        weights[m] = (1.0 if not uc else 0.5) * (0.2 if redundant else 1.0)
                         m += 1
-    # the relations share a total weight of 2.5
+    # the relations share a total weight of 2
     tot = 0.0
     for i in range(m_rel, m):
         tot += weights[i]
     for i in range(m_rel, m):
-        weights[i] *= 2.5 / tot
+        weights[i] *= 2.0 / tot
     return m
 
 
 @njit(cache=True, nogil=True)
-def _gen_referring(seed, row, n_bg, min_visible, tv, tr, tc, trad, tarea, colour_rgb,
-                   height, width, background, n, cat, colour, rgb, cx, cy, size, angle, light,
-                   shadow, target, expr):
+def _gen_referring(seed, row, n_bg, min_visible, tv, tr, tc, trad, tarea, colour_rgb, cells,
+                   n_canvas, height, width, background, n, cat, colour, rgb, cx, cy, size, angle,
+                   light, shadow, target, expr):
     n_cat = tc.shape[0] - 1
     n_col = colour_rgb.shape[0]
     s = seed_state(np.uint64(seed), STREAM_REFERRING)
@@ -988,55 +1116,55 @@ def _gen_referring(seed, row, n_bg, min_visible, tv, tr, tc, trad, tarea, colour
     okv = np.zeros(10, np.bool_)
     order = np.zeros(10, np.int64)
     for attempt in range(64):
-        s, nn = below(s, 7)
+        s, nn = _below(s, np.int64(7))
         nn += 4
-        s, C = below(s, n_cat)
-        s, u = uniform01(s)
+        s, C = _below(s, np.int64(n_cat))
+        s, u = _uniform(s)
         n_same = 1
         if u < 0.85:
-            s, extra = below(s, 3)
+            s, extra = _below(s, np.int64(3))
             n_same = min(2 + extra, nn)
         for i in range(nn):
             if i < n_same:
                 ocat[i] = C
             else:
-                s, u = uniform01(s)
+                s, u = _uniform(s)
                 if i > n_same and u < 0.3:
-                    s, j = below(s, i - n_same)
+                    s, j = _below(s, np.int64(i - n_same))
                     ocat[i] = ocat[n_same + j]
                 else:
-                    s, j = below(s, n_cat - 1)
+                    s, j = _below(s, np.int64(n_cat - 1))
                     ocat[i] = j if j < C else j + 1
         for i in range(nn - 1, 0, -1):
-            s, j = below(s, i + 1)
+            s, j = _below(s, np.int64(i + 1))
             tmp = ocat[i]
             ocat[i] = ocat[j]
             ocat[j] = tmp
-        s, u = uniform01(s)
-        shared = u < 0.35
-        s, shared_col = below(s, n_col)
-        r_hi = math.sqrt(0.16 * H * W / (math.pi * nn))
+        s, u = _uniform(s)
+        shared = u < 0.3
+        s, shared_col = _below(s, np.int64(n_col))
+        r_hi = math.sqrt(0.2 * H * W / (math.pi * nn))
         r_hi = min(max(r_hi, 34.0), 95.0)
         placed = 0
         for i in range(nn):
             c = ocat[i]
-            s, u = uniform01(s)
+            s, u = _uniform(s)
             r = r_hi * (0.5 + 0.5 * u)
-            s, u = uniform01(s)
+            s, u = _uniform(s)
             if u < 0.2:
                 r *= 0.6
             if shared and c == C:
                 col = shared_col
             else:
-                s, col = below(s, n_col)
-            s, u = uniform01(s)
+                s, col = _below(s, np.int64(n_col))
+            s, u = _uniform(s)
             a = (u - 0.5) * 1.2
             success = False
             for tries in range(40):
                 if tries > 0 and tries % 10 == 0:
                     r = max(r * 0.85, 22.0)
-                s, ux = uniform01(s)
-                s, uy = uniform01(s)
+                s, ux = _uniform(s)
+                s, uy = _uniform(s)
                 px = r + 2.0 + ux * (W - 2.0 * r - 4.0)
                 py = r + 2.0 + uy * (H - 2.0 * r - 4.0)
                 bad = False
@@ -1048,8 +1176,10 @@ def _gen_referring(seed, row, n_bg, min_visible, tv, tr, tc, trad, tarea, colour
                     success = True
                     break
             if success:
-                s = _set_object(row, placed, c, col, s, colour_rgb, px, py, r, a, cat, colour,
-                                rgb, cx, cy, size, angle, trad)
+                col = _contrasting(col, colour_rgb, cells, row, n_canvas, background, height,
+                                   width, px, py)
+                s = _set_object(row, np.int64(placed), c, col, s, colour_rgb, px, py, r, a, cat,
+                                colour, rgb, cx, cy, size, angle, trad)
                 rad[placed] = r
                 placed += 1
         n[row] = placed
@@ -1062,8 +1192,8 @@ def _gen_referring(seed, row, n_bg, min_visible, tv, tr, tc, trad, tarea, colour
                 if math.hypot(cx[row, j] - cx[row, k], cy[row, j] - cy[row, k]) < rad[j] + rad[k]:
                     occ[nocc] = j
                     nocc += 1
-            own, vis = _coverage(row, k, occ, nocc, height, width, cat, cx, cy, size, angle,
-                                 tv, tr, tc)
+            own, vis = _coverage(row, k, occ, np.int64(nocc), height, width, cat, cx, cy, size,
+                                 angle, tv, tr, tc)
             okv[k] = vis >= min_visible * own and vis > 0
         # candidate targets: the repeated category first, in random order, then the rest
         m_ord = 0
@@ -1077,12 +1207,12 @@ def _gen_referring(seed, row, n_bg, min_visible, tv, tr, tc, trad, tarea, colour
                 order[m_ord] = k
                 m_ord += 1
         for i in range(first - 1, 0, -1):
-            s, j = below(s, i + 1)
+            s, j = _below(s, np.int64(i + 1))
             tmp = order[i]
             order[i] = order[j]
             order[j] = tmp
         for i in range(m_ord - 1, first, -1):
-            s, j = below(s, i - first + 1)
+            s, j = _below(s, np.int64(i - first + 1))
             j += first
             tmp = order[i]
             order[i] = order[j]
@@ -1098,7 +1228,7 @@ def _gen_referring(seed, row, n_bg, min_visible, tv, tr, tc, trad, tarea, colour
             tot = 0.0
             for i in range(m):
                 tot += weights[i]
-            s, u = uniform01(s)
+            s, u = _uniform(s)
             pick = m - 1
             acc = 0.0
             for i in range(m):
@@ -1129,14 +1259,23 @@ def _gen_referring(seed, row, n_bg, min_visible, tv, tr, tc, trad, tarea, colour
 
 @njit(cache=True, nogil=True)
 def generate_referring_rows(rows, seeds, n_bg, min_visible, tv, tr, tc, trad, tarea, colour_rgb,
-                            height, width, background, n, cat, colour, rgb, cx, cy, size, angle,
-                            light, shadow, target, expr):
+                            cells, n_canvas, height, width, background, n, cat, colour, rgb, cx,
+                            cy, size, angle, light, shadow, target, expr):
     """Referring scenes for episodes rows[i] (seed seeds[i]); returns the number of rows that
     could not be generated (0 in practice)."""
     failed = 0
     for i in range(rows.shape[0]):
         if not _gen_referring(seeds[i], rows[i], n_bg, min_visible, tv, tr, tc, trad, tarea,
-                              colour_rgb, height, width, background, n, cat, colour, rgb, cx, cy,
-                              size, angle, light, shadow, target, expr):
+                              colour_rgb, cells, n_canvas, height, width, background, n, cat,
+                              colour, rgb, cx, cy, size, angle, light, shadow, target, expr):
             failed += 1
     return failed
+
+
+@njit(cache=True, nogil=True)
+def visible_points(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, ks, out):
+    """out[i] = visible_point(..., row, ks[i]) for every i."""
+    for i in range(ks.shape[0]):
+        x, y = visible_point(height, width, n, cat, cx, cy, size, angle, tv, tr, tc, row, ks[i])
+        out[i, 0] = x
+        out[i, 1] = y

@@ -9,7 +9,9 @@ filled object silhouettes composited over it in painter's order. There are ``len
 nameable categories (star, heart, key, cup, ...), each drawn from its own polygon template
 (several rings, even-odd fill for holes), with varied scale (some small), rotation and a named
 colour (``COLOURS``) jittered per object, shaded by a linear light gradient across the object and
-a two-step soft drop shadow away from the scene's light. Partial occlusion is allowed but bounded.
+a two-step soft drop shadow away from the scene's light; an object's named colour is chosen to
+stand out from the background under it (``background_cells``: mean colours of an 8 x 8 grid
+of every background). Partial occlusion is allowed but bounded.
 
 How they differ from COCO photographs: the objects are flat, rigid silhouettes of a small closed
 vocabulary pasted over a photo, not photographed objects in a 3-D scene; there is no perspective,
@@ -37,6 +39,16 @@ and a template expression in the RefCOCO+ manner (attribute phrases preferred) e
 predicate over all objects during generation so that it picks out exactly one object. The
 expression semantics (what each template means, with its margins) are stated in
 ``EXPRESSION_RULES`` below; ``referring_expression`` formats the stored expression code.
+
+API: ``new_scenes``; ``counting_choice``, ``generate_counting[_rows]``,
+``generate_referring[_rows]``, ``referring_expression``; ``background_count``,
+``background_picture`` and the key helpers (``background_keys``, ``background_key_count``,
+``background_picture_for_key``: key = variant * len(CANVAS_SIZES) + canvas index);
+``draw`` (one frame over a given background), ``draw_rows`` (a batch, backgrounds from a
+render.atlas.PictureAtlas); ``owner_at``, ``visible_mask``, ``visible_point[s]``,
+``visible_fraction``, ``target_indices``; ``draw_fields`` / ``geometry_fields`` give the
+argument tuples of the Numba kernels in kernels/scenes.py for callers that compile their own
+loops. Bad arguments raise ValueError naming the argument.
 """
 from __future__ import annotations
 
@@ -45,6 +57,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...core.cache import BoundedCache
 from ...kernels import scenes as _k
 
 __all__ = [
@@ -53,7 +66,9 @@ __all__ = [
     "Scenes", "new_scenes", "counting_choice", "generate_counting", "generate_counting_rows",
     "generate_referring", "generate_referring_rows", "referring_expression",
     "background_count", "background_picture", "draw", "draw_rows", "owner_at", "visible_mask",
-    "visible_point", "visible_fraction", "TEMPLATES",
+    "visible_point", "visible_fraction", "TEMPLATES", "SIMILAR", "geometry_fields",
+    "draw_fields", "background_key_count", "background_keys", "background_picture_for_key",
+    "visible_points", "target_indices", "background_cells", "GRID",
 ]
 
 MAX_OBJECTS = 48
@@ -306,6 +321,19 @@ def _seed_arg(seed, name="seed") -> int:
     return _count_arg(seed, name, 0, 2 ** 64 - 1)
 
 
+def _seeds_arg(seeds) -> np.ndarray:
+    """uint64[k] from an int array or a sequence of Python ints (each checked)."""
+    arr = seeds if isinstance(seeds, np.ndarray) else np.array(seeds, dtype=object)
+    if arr.dtype.kind == "O":
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                   and 0 <= int(v) < 2 ** 64 for v in arr.reshape(-1)):
+            raise ValueError("seeds: expected ints in [0, 2**64)")
+        return np.array([int(v) for v in arr.reshape(-1)], dtype=np.uint64)
+    if arr.dtype.kind not in "iu" or (arr.dtype.kind == "i" and (arr < 0).any()):
+        raise ValueError(f"seeds: expected ints in [0, 2**64), got {arr.dtype} values")
+    return np.ascontiguousarray(arr, dtype=np.uint64).reshape(-1)
+
+
 def _check_scenes(scenes) -> None:
     if not isinstance(scenes, Scenes):
         raise ValueError(f"scenes: expected a Scenes (new_scenes), got {type(scenes).__name__}")
@@ -323,6 +351,23 @@ def _object_arg(scenes, row, k) -> int:
 def _geometry(scenes):
     return (scenes.n, scenes.cat, scenes.cx, scenes.cy, scenes.size, scenes.angle,
             TEMPLATES.verts, TEMPLATES.ring_start, TEMPLATES.cat_ring)
+
+
+def geometry_fields(scenes: Scenes) -> tuple:
+    """The arguments of kernels/scenes.py ``owner_at`` before (row, x, y): (n, cat, cx, cy,
+    size, angle, tv, tr, tc). Prepend (height, width) for ``visible_mask`` /
+    ``visible_point`` / ``visible_stats``."""
+    _check_scenes(scenes)
+    return _geometry(scenes)
+
+
+def draw_fields(scenes: Scenes) -> tuple:
+    """The scene arguments of kernels/scenes.py ``draw_scene`` / ``draw_scenes_rows``: (height,
+    width, n, cat, rgb, cx, cy, size, angle, light, shadow, tv, tr, tc)."""
+    _check_scenes(scenes)
+    return (scenes.height, scenes.width, scenes.n, scenes.cat, scenes.rgb, scenes.cx, scenes.cy,
+            scenes.size, scenes.angle, scenes.light, scenes.shadow, TEMPLATES.verts,
+            TEMPLATES.ring_start, TEMPLATES.cat_ring)
 
 
 def _fields(scenes):
@@ -346,7 +391,7 @@ def generate_counting_rows(scenes: Scenes, rows, seeds, categories, counts) -> N
     """Counting scenes for episodes ``rows`` (arrays of equal length; see generate_counting)."""
     _check_scenes(scenes)
     rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
-    seeds = np.ascontiguousarray(seeds, dtype=np.uint64).reshape(-1)
+    seeds = _seeds_arg(seeds)
     cats = np.ascontiguousarray(categories, dtype=np.int64).reshape(-1)
     counts = np.ascontiguousarray(counts, dtype=np.int64).reshape(-1)
     if not rows.shape == seeds.shape == cats.shape == counts.shape:
@@ -361,7 +406,8 @@ def generate_counting_rows(scenes: Scenes, rows, seeds, categories, counts) -> N
     failed = _k.generate_counting_rows(
         rows, seeds, cats, counts, background_count(), MIN_TARGET_VISIBLE, MIN_TARGET_PIXELS,
         TEMPLATES.verts, TEMPLATES.ring_start, TEMPLATES.cat_ring, TEMPLATES.radius,
-        TEMPLATES.area, TEMPLATES.similar, COLOUR_RGB, *_fields(scenes))
+        TEMPLATES.area, TEMPLATES.similar, COLOUR_RGB, background_cells(), len(CANVAS_SIZES),
+        *_fields(scenes))
     if failed:   # never seen; a loud failure rather than a scene with the wrong count
         raise RuntimeError(f"counting scenes: {failed} scene(s) could not be placed")
 
@@ -383,7 +429,7 @@ def generate_referring_rows(scenes: Scenes, rows, seeds) -> None:
     """Referring scenes for episodes ``rows`` (see generate_referring); no text is built."""
     _check_scenes(scenes)
     rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
-    seeds = np.ascontiguousarray(seeds, dtype=np.uint64).reshape(-1)
+    seeds = _seeds_arg(seeds)
     if rows.shape != seeds.shape:
         raise ValueError(f"rows, seeds: expected equal lengths, got {rows.shape[0]}, "
                          f"{seeds.shape[0]}")
@@ -392,7 +438,7 @@ def generate_referring_rows(scenes: Scenes, rows, seeds) -> None:
     failed = _k.generate_referring_rows(
         rows, seeds, background_count(), MIN_REFERRED_VISIBLE, TEMPLATES.verts,
         TEMPLATES.ring_start, TEMPLATES.cat_ring, TEMPLATES.radius, TEMPLATES.area, COLOUR_RGB,
-        *_fields(scenes))
+        background_cells(), len(CANVAS_SIZES), *_fields(scenes))
     if failed:
         raise RuntimeError(f"referring scenes: {failed} scene(s) without a unique expression")
 
@@ -465,35 +511,101 @@ def background_count() -> int:
     return len(_PHOTOS) * len(_ZOOMS) * 2
 
 
+def _photo(photo_i: int) -> np.ndarray:
+    from .images import builtin_source
+
+    return builtin_source([_PHOTOS[photo_i]], scale=None).array(0)
+
+
+def _crop(k: int, h: int, w: int, ih: int, iw: int) -> tuple[int, int, int, int, int]:
+    """(x0, y0, box width, box height, mirrored) of variant k on an ih x iw photo for an
+    h x w canvas: the largest box of the canvas's aspect ratio, scaled by the variant's zoom,
+    at a variant-dependent place (a fixed, spread sequence)."""
+    zoom_i, flip = divmod(k % (len(_ZOOMS) * 2), 2)
+    bw = min(iw, ih * w / h) * _ZOOMS[zoom_i]
+    bh = bw * h / w
+    bw = max(1, min(iw, int(round(bw))))
+    bh = max(1, min(ih, int(round(bh))))
+    fx = ((k * 0.6180339887) % 1.0) if zoom_i else 0.5
+    fy = ((k * 0.7548776662) % 1.0) if zoom_i else 0.5
+    return int(round((iw - bw) * fx)), int(round((ih - bh) * fy)), bw, bh, flip
+
+
 def background_picture(bg_id: int, height: int, width: int) -> np.ndarray:
     """Background variant ``bg_id`` at (height, width): a crop of a built-in photo with the
     canvas's aspect ratio (zoomed in by variant, at a variant-dependent place), possibly
     mirrored, resized bilinearly; uint8[height, width, 3]. Deterministic."""
     from ...render.resample import region
-    from .images import builtin_source
 
     k = _count_arg(bg_id, "bg_id", 0, background_count() - 1)
     h = _count_arg(height, "height", 1, 4096)
     w = _count_arg(width, "width", 1, 4096)
-    photo_i, rest = divmod(k, len(_ZOOMS) * 2)
-    zoom_i, flip = divmod(rest, 2)
-    source = builtin_source([_PHOTOS[photo_i]], scale=None)
-    image = source.array(0)
-    ih, iw = image.shape[:2]
-    # the largest box of the canvas's aspect ratio, scaled by the zoom
-    bw = min(iw, ih * w / h) * _ZOOMS[zoom_i]
-    bh = bw * h / w
-    bw = max(1, min(iw, int(round(bw))))
-    bh = max(1, min(ih, int(round(bh))))
-    # a place within the photo from the variant number (a fixed, spread sequence)
-    fx = ((k * 0.6180339887) % 1.0) if zoom_i else 0.5
-    fy = ((k * 0.7548776662) % 1.0) if zoom_i else 0.5
-    x0 = int(round((iw - bw) * fx))
-    y0 = int(round((ih - bh) * fy))
+    image = _photo(k // (len(_ZOOMS) * 2))
+    x0, y0, bw, bh, flip = _crop(k, h, w, *image.shape[:2])
     out = region(image, (x0, y0, x0 + bw, y0 + bh), (w, h), filter="bilinear")
     if flip:
         out = np.ascontiguousarray(out[:, ::-1])
     return out
+
+
+#: The colour contrast table: mean colour of each background key's canvas in GRID x GRID cells.
+GRID = 8
+_CELLS = BoundedCache("scenes.background_cells", max_items=1)
+
+
+def background_cells() -> np.ndarray:
+    """float64[background_key_count(), GRID, GRID, 3]: the mean colour of each cell of each
+    background key's canvas (from the photos, sampled every 4th pixel); generation picks object
+    colours that stand out from the cell under the object. Built once per process (~0.3 s)."""
+    return _CELLS.get_or_build(0, _build_cells)
+
+
+def _build_cells() -> np.ndarray:
+    n_c = len(CANVAS_SIZES)
+    out = np.zeros((background_key_count(), GRID, GRID, 3))
+    for photo_i in range(len(_PHOTOS)):
+        photo = _photo(photo_i).astype(np.float64)
+        ih, iw = photo.shape[:2]
+        for v in range(len(_ZOOMS) * 2):
+            k = photo_i * len(_ZOOMS) * 2 + v
+            for c, (h, w) in enumerate(CANVAS_SIZES):
+                x0, y0, bw, bh, flip = _crop(k, h, w, ih, iw)
+                box = photo[y0:y0 + bh:4, x0:x0 + bw:4]
+                if flip:
+                    box = box[:, ::-1]
+                ys = np.linspace(0, box.shape[0], GRID + 1).astype(int)
+                xs = np.linspace(0, box.shape[1], GRID + 1).astype(int)
+                for i in range(GRID):
+                    for j in range(GRID):
+                        cell = box[ys[i]:max(ys[i + 1], ys[i] + 1), xs[j]:max(xs[j + 1], xs[j] + 1)]
+                        out[k * n_c + c, i, j] = cell.reshape(-1, 3).mean(axis=0)
+    out.setflags(write=False)
+    return out
+
+
+def background_key_count() -> int:
+    """Number of background keys: one per (variant, canvas size)."""
+    return background_count() * len(CANVAS_SIZES)
+
+
+def background_keys(scenes: Scenes) -> np.ndarray:
+    """int64[B]: each episode's background key, variant * len(CANVAS_SIZES) + canvas index
+    (what ``draw_rows`` / ``draw_scenes_rows`` take as ``bg_key`` and what
+    ``background_picture_for_key`` draws; -1 for rows without a scene)."""
+    _check_scenes(scenes)
+    canvas = np.full(scenes.n.shape[0], -1, np.int64)
+    for i, (h, w) in enumerate(CANVAS_SIZES):
+        canvas[(scenes.height == h) & (scenes.width == w)] = i
+    keys = scenes.background.astype(np.int64) * len(CANVAS_SIZES) + canvas
+    keys[canvas < 0] = -1
+    return keys
+
+
+def background_picture_for_key(key: int) -> np.ndarray:
+    """The background picture of a background key (a PictureStore loader)."""
+    k = _count_arg(key, "key", 0, background_key_count() - 1)
+    bg_id, canvas = divmod(k, len(CANVAS_SIZES))
+    return background_picture(bg_id, *CANVAS_SIZES[canvas])
 
 
 # --------------------------------------------------------------------------- drawing and masks
@@ -539,11 +651,12 @@ def _rect_arg(rect) -> tuple[int, int, int, int]:
 
 
 def draw_rows(frames: np.ndarray, rows, atlas, bg_key: np.ndarray, scenes: Scenes,
-              rects=None) -> None:
+              rects=None, ensure: bool = True) -> None:
     """Composite the scenes of episodes ``rows`` into frames[rows] (uint8[B, H, W, 3]) within
     rects[i] = (x0, y0, x1, y1) (default: whole canvases), backgrounds read from ``atlas`` (a
-    render.atlas.PictureAtlas holding picture bg_key[b] at episode b's canvas size; ensured
-    here)."""
+    render.atlas.PictureAtlas holding picture bg_key[b] at episode b's canvas size). With
+    ``ensure`` the atlas is given the missing pictures first; pass False from worker threads
+    after ensuring once on the calling thread (``ensure_rows`` uses the atlas's scratch)."""
     _check_scenes(scenes)
     rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
     if rows.size == 0:
@@ -555,7 +668,8 @@ def draw_rows(frames: np.ndarray, rows, atlas, bg_key: np.ndarray, scenes: Scene
             and frames.flags.c_contiguous and frames.flags.writeable):
         raise ValueError(f"frames: expected a writeable C-contiguous uint8[B, H, W, 3] with B = "
                          f"{scenes.n.shape[0]}")
-    if (scenes.height[rows] > frames.shape[1]).any() or (scenes.width[rows] > frames.shape[2]).any():
+    if (scenes.height[rows] > frames.shape[1]).any() or \
+            (scenes.width[rows] > frames.shape[2]).any():
         raise ValueError(f"frames: {frames.shape[1:3]} is smaller than a canvas of these rows")
     bg_key = np.ascontiguousarray(bg_key, dtype=np.int64)
     if rects is None:
@@ -565,8 +679,11 @@ def draw_rows(frames: np.ndarray, rows, atlas, bg_key: np.ndarray, scenes: Scene
     rects = np.ascontiguousarray(rects, dtype=np.int32)
     if rects.shape != (rows.shape[0], 4):
         raise ValueError(f"rects: expected int32[{rows.shape[0]}, 4], got {rects.shape}")
-    atlas.ensure_rows(bg_key, rows)
+    if ensure:
+        atlas.ensure_rows(bg_key, rows)
     slots = atlas.slot_of[bg_key[rows]]
+    if (slots < 0).any():
+        raise ValueError("bg_key: a background picture has no atlas slot (ensure it first)")
     hw = atlas.slot_hw[slots]
     if (hw[:, 0] != scenes.height[rows]).any() or (hw[:, 1] != scenes.width[rows]).any():
         raise ValueError("bg_key: a background picture's size differs from its episode's canvas")
@@ -598,13 +715,33 @@ def visible_mask(scenes: Scenes, row: int, k: int, out: np.ndarray | None = None
 
 
 def visible_point(scenes: Scenes, row: int, k: int) -> tuple[int, int]:
-    """(x, y) of a pixel well inside object k's visible mask (the visible pixel farthest from
-    the mask boundary, ties by distance to the visible centroid, then y, then x); (-1, -1) if
-    the object is not visible at all."""
+    """(x, y) of a pixel well inside object k's visible mask: the pixel nearest the visible
+    centroid when its 5x5 neighbourhood is visible, else the visible pixel farthest from the
+    mask boundary (ties by distance to the visible centroid, then y, then x); (-1, -1) if the
+    object is not visible at all."""
     row = _row_arg(scenes, row)
     k = _object_arg(scenes, row, k)
     x, y = _k.visible_point(scenes.height, scenes.width, *_geometry(scenes), row, k)
     return int(x), int(y)
+
+
+def visible_points(scenes: Scenes, row: int, ks) -> np.ndarray:
+    """int64[len(ks), 2]: ``visible_point`` of each object of ``ks`` (one compiled loop), e.g.
+    the instance centres of a counting scene's targets."""
+    row = _row_arg(scenes, row)
+    ks = np.ascontiguousarray(ks, dtype=np.int64).reshape(-1)
+    if ks.size and (ks.min() < 0 or ks.max() >= int(scenes.n[row])):
+        raise ValueError(f"ks: expected object indices in [0, {int(scenes.n[row])})")
+    out = np.empty((ks.shape[0], 2), np.int64)
+    _k.visible_points(scenes.height, scenes.width, *_geometry(scenes), row, ks, out)
+    return out
+
+
+def target_indices(scenes: Scenes, row: int, category: int) -> np.ndarray:
+    """Indices of the objects of ``category`` in row ``row`` (painter's order)."""
+    row = _row_arg(scenes, row)
+    category = _count_arg(category, "category", 0, len(CATEGORIES) - 1)
+    return np.flatnonzero(scenes.cat[row, :int(scenes.n[row])] == category)
 
 
 def visible_fraction(scenes: Scenes, row: int, k: int) -> tuple[int, int]:
