@@ -61,9 +61,10 @@ from ..core.validate import InitSchema, boolean, describe, integer, show_path
 from ..kernels import pointing as kernels
 from .assets import coco
 from .assets import scenes as scene_lib
-from .assets.images import ImageFileError, decode_rgb
-from .pointing import (MARK_PAYLOAD, PointingBase, bounded_error, mark_text, path_param,
-                       resolve_path, scene_arrays, scenes_of, state_class)
+from .assets.images import ImageFileError
+from .pointing import (MARK_PAYLOAD, PointingBase, bounded_error, check_in_frame, mark_text,
+                       path_param, pixel_field, resolve_path, scene_arrays, scenes_of,
+                       state_class)
 
 BUNDLE_DIR = os.path.join("partial_datasets", "counting")
 ANNOTATION_NAME = "lvis_v1_train.json"
@@ -294,13 +295,7 @@ class Counting(PointingBase, Family):
         self._init_pictures(self._photo, len(index.image_ids), "counting photos")
 
     def _photo(self, image: int) -> np.ndarray:
-        path = os.path.join(self.image_dir, self.index.image_file[image])
-        picture = decode_rgb(path)
-        h, w = picture.shape[:2]
-        if h > self.capacity[0] or w > self.capacity[1]:
-            raise ImageFileError(f"{show_path(path)}: {w} x {h} pixels, larger than the "
-                                 f"{self.capacity[1]} x {self.capacity[0]} its annotations give")
-        return picture
+        return self.decode_photo(os.path.join(self.image_dir, self.index.image_file[image]))
 
     # -- shapes -------------------------------------------------------------------------
     def new_state(self, batch: int):
@@ -377,12 +372,7 @@ class Counting(PointingBase, Family):
         if not isinstance(value, (list, tuple)) or len(value) > self.max_dots:
             raise ValueError(f"{field}: expected a list of at most {self.max_dots} [x, y] "
                              f"pixels, got {describe(value)}")
-        out = []
-        for k, d in enumerate(value):
-            if not isinstance(d, (list, tuple)) or len(d) != 2:
-                raise ValueError(f"{field}[{k}]: expected [x, y], got {describe(d)}")
-            out.append((integer(f"{field}[{k}]", d[0], 0), integer(f"{field}[{k}]", d[1], 0)))
-        return out
+        return [pixel_field(f"{field}[{k}]", d) for k, d in enumerate(value)]
 
     def _guess_field(self, field: str, value):
         return None if value is None else integer(field, value, 0, self.params.max_count)
@@ -458,10 +448,8 @@ class Counting(PointingBase, Family):
 
     @staticmethod
     def _check_dots(parsed: dict, where: str, h: int, w: int) -> None:
-        for k, (x, y) in enumerate(parsed["dots"]):
-            if x >= w or y >= h:
-                raise ValueError(f"{where}.dots[{k}]: ({x}, {y}) lies outside the {w} x {h} "
-                                 f"frame")
+        for k, xy in enumerate(parsed["dots"]):
+            check_in_frame(f"{where}.dots[{k}]", xy, h, w)
 
     def load_rows(self, state, rows, init_states) -> None:
         parsed = self._schema().parse_all(init_states)

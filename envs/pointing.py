@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import os
 from collections import namedtuple
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from ..core import threads
 from ..core.grammar import FloatVector
-from ..core.validate import describe, show_path
+from ..core.validate import describe, integer, show_path
 from ..kernels import pointing as kernels
 from ..render import atlas, blit
 from ..render.circles import disk_mask
 from .assets import scenes as scene_lib
+from .assets.images import ImageFileError, decode_rgb
 from .photo_common import bounded
 
 #: ``mark (x, y)``: fractions of the episode's own frame, compared and kept as float32 (a
@@ -104,6 +104,19 @@ def path_param(field: str, value) -> str | None:
     return text
 
 
+def pixel_field(field: str, value) -> tuple[int, int]:
+    """An init state's pixel [x, y] (two ints >= 0); ValueError naming ``field`` otherwise."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ValueError(f"{field}: expected [x, y] pixels, got {describe(value)}")
+    return integer(field, value[0], 0), integer(field, value[1], 0)
+
+
+def check_in_frame(field: str, xy, h: int, w: int) -> None:
+    """ValueError naming ``field`` when pixel ``xy`` lies outside a w x h frame."""
+    if xy[0] >= w or xy[1] >= h:
+        raise ValueError(f"{field}: ({xy[0]}, {xy[1]}) lies outside the {w} x {h} frame")
+
+
 class PointingWorkspace(NamedTuple):
     rows: np.ndarray        # int64[B] rows of a redraw
     rects: np.ndarray       # int32[B, 4] (x0, y0, x1, y1) of each row's redraw
@@ -167,6 +180,16 @@ class PointingBase:
     def frame_hw(self, state, out: np.ndarray) -> None:
         out[:] = state.hw
 
+    def decode_photo(self, path: str) -> np.ndarray:
+        """A dataset photo, decoded (ImageFileError names an unreadable file, or one larger
+        than the frame capacity its annotations gave)."""
+        picture = decode_rgb(path)
+        h, w = picture.shape[:2]
+        if h > self.capacity[0] or w > self.capacity[1]:
+            raise ImageFileError(f"{show_path(path)}: {w} x {h} pixels, larger than the "
+                                 f"{self.capacity[1]} x {self.capacity[0]} its annotations give")
+        return picture
+
     def clear_padding(self, frames, rows, sizes, old) -> None:
         blit.clear_outside(frames, rows, sizes, old)   # compiled
 
@@ -220,8 +243,3 @@ class PointingBase:
 def bounded_error(error) -> str:
     """An error's text on one line, cut for quoting inside another message."""
     return bounded(error, 300)
-
-
-def data_file(root: str, *parts: str) -> Path:
-    """``root/parts...`` as a Path."""
-    return Path(root).joinpath(*parts)

@@ -53,9 +53,10 @@ from ..kernels import pointing as kernels
 from ..render import atlas
 from .assets import coco
 from .assets import scenes as scene_lib
-from .assets.images import ImageFileError, decode_rgb
-from .pointing import (MARK_PAYLOAD, PointingBase, bounded_error, mark_text, path_param,
-                       resolve_path, scene_arrays, scenes_of, state_class)
+from .assets.images import ImageFileError
+from .pointing import (MARK_PAYLOAD, PointingBase, bounded_error, check_in_frame, mark_text,
+                       path_param, pixel_field, resolve_path, scene_arrays, scenes_of,
+                       state_class)
 
 BUNDLE_DIR = "partial_datasets"
 DATASET = "refcoco+"
@@ -189,13 +190,7 @@ class ReferringDotPointing(PointingBase, Family):
                                         len(self.ref_ids), MASK_BYTES)
 
     def _photo(self, image: int) -> np.ndarray:
-        path = coco.image_path(self.data, image)
-        picture = decode_rgb(path)
-        h, w = picture.shape[:2]
-        if h > self.capacity[0] or w > self.capacity[1]:
-            raise ImageFileError(f"{show_path(path)}: {w} x {h} pixels, larger than the "
-                                 f"{self.capacity[1]} x {self.capacity[0]} its annotations give")
-        return picture
+        return self.decode_photo(coco.image_path(self.data, image))
 
     def ref_mask(self, ref_pos: int, same_category: bool | None = None) -> np.ndarray:
         """bool[h, w]: the mask a dot must hit for ref ``ref_pos`` (``same_category``: the
@@ -275,12 +270,9 @@ class ReferringDotPointing(PointingBase, Family):
             self._start_ref(state, b, k, 0)
             self._clear(state, b)
 
-    def _dot_field(self, field: str, value):
-        if value is None:
-            return None
-        if not isinstance(value, (list, tuple)) or len(value) != 2:
-            raise ValueError(f"{field}: expected [x, y] pixels or None, got {describe(value)}")
-        return (integer(field, value[0], 0), integer(field, value[1], 0))
+    @staticmethod
+    def _dot_field(field: str, value):
+        return None if value is None else pixel_field(field, value)
 
     def _schema(self) -> InitSchema:
         dot = (self._dot_field, None)
@@ -319,10 +311,8 @@ class ReferringDotPointing(PointingBase, Family):
 
     @staticmethod
     def _check_dot(parsed: dict, where: str, h: int, w: int) -> None:
-        dot = parsed["dot"]
-        if dot is not None and (dot[0] >= w or dot[1] >= h):
-            raise ValueError(f"{where}.dot: ({dot[0]}, {dot[1]}) lies outside the {w} x {h} "
-                             f"frame")
+        if parsed["dot"] is not None:
+            check_in_frame(f"{where}.dot", parsed["dot"], h, w)
 
     def load_rows(self, state, rows, init_states) -> None:
         parsed = self._schema().parse_all(init_states)
