@@ -19,7 +19,7 @@ from visgym.bridges.gifs import read_gif_frames
 from visgym.bridges.imaging import fit_long_side
 from visgym.bridges.splits import load_split
 
-FAMILIES = ["patch_reassembly", "jigsaw"]
+FAMILIES = ["patch_reassembly", "jigsaw", "counting", "referring_dot_pointing"]
 KEY_ENV = "VISGYM_TEST_KEY"
 
 
