@@ -2,7 +2,11 @@
 counting and referring_dot_pointing: determinism, counts, bounded occlusion, exact masks (the
 compositor, the point test and an independent NumPy even-odd rasterizer agree), partial redraws,
 unique referring expressions re-evaluated here from the object attributes, bad arguments."""
+import json
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -311,6 +315,14 @@ def test_visible_mask_and_visible_point():
         ks = np.arange(int(sc.n[row]))[::-1]
         np.testing.assert_array_equal(S.visible_points(sc, row, ks),
                                       [S.visible_point(sc, row, int(k)) for k in ks])
+        # the single-object kernels (visible_point, visible_stats) agree with the batched one
+        geom = (sc.height, sc.width) + S.geometry_fields(sc)
+        np.testing.assert_array_equal(S.visible_points(sc, row, ks),
+                                      [K.visible_point(*geom, row, int(k)) for k in ks])
+        for k in ks[:6]:
+            vis, own, _, _ = K.visible_stats(*geom, row, int(k))
+            assert vis == int(S.visible_mask(sc, row, int(k)).sum())
+            assert (vis, own) == S.visible_fraction(sc, row, int(k))
         c = int(sc.cat[row, 0])
         np.testing.assert_array_equal(S.target_indices(sc, row, c),
                                       np.flatnonzero(sc.cat[row, :sc.n[row]] == c))
@@ -587,3 +599,41 @@ def test_bad_arguments_raise_value_errors_naming_the_argument():
     for call, name in cases:
         with pytest.raises(ValueError, match=name):
             call()
+
+
+def test_first_run_kernels_compile_one_specialization_each(tmp_path):
+    """The kernels a family's first run compiles get one signature each (a literal argument,
+    e.g. ``placed`` starting at 0, once made Numba compile ``_options`` twice, which the cold
+    first run of referring_dot_pointing paid for). In a fresh process with an empty Numba cache,
+    so that the helpers are really compiled."""
+    code = """
+import json
+import numpy as np
+import visgym.envs.assets.scenes as S
+from visgym.kernels import scenes as K
+from visgym.render.atlas import PictureAtlas
+sc = S.new_scenes(3)
+S.generate_counting_rows(sc, [0], [11], [2], [0])
+S.generate_counting_rows(sc, [1], [12], [5], [20])
+S.generate_referring_rows(sc, [2], [13])
+atlas = PictureAtlas(S.background_picture_for_key, S.background_key_count())
+frames = np.zeros((3, 640, 640, 3), np.uint8)
+S.draw_rows(frames, np.arange(3), atlas, S.background_keys(sc), sc)
+S.draw(sc, 2, np.zeros((640, 640, 3), np.uint8),
+       S.background_picture_for_key(int(S.background_keys(sc)[2])), (3, 4, 50, 60))
+S.visible_points(sc, 1, S.target_indices(sc, 1, 5))
+S.visible_point(sc, 0, 0)
+S.visible_mask(sc, 2, 0)
+S.owner_at(sc, 2, 10, 10)
+print(json.dumps({name: len(getattr(K, name).signatures) for name in dir(K)
+                  if hasattr(getattr(K, name), "signatures")}))
+"""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=100, check=True).stdout
+    counts = json.loads(out.strip().splitlines()[-1])
+    for name in ("generate_counting_rows", "generate_referring_rows", "_options", "_coverage",
+                 "_transform", "_crossings", "draw_scenes_rows", "visible_points",
+                 "visible_mask", "owner_at", "_below", "_uniform"):
+        assert counts[name] == 1, (name, counts)
+    assert max(counts.values()) == 1, counts

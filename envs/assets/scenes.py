@@ -362,8 +362,9 @@ def geometry_fields(scenes: Scenes) -> tuple:
 
 
 def draw_fields(scenes: Scenes) -> tuple:
-    """The scene arguments of kernels/scenes.py ``draw_scene`` / ``draw_scenes_rows``: (height,
-    width, n, cat, rgb, cx, cy, size, angle, light, shadow, tv, tr, tc)."""
+    """The scene arguments of kernels/scenes.py ``draw_scenes_rows`` (the Numba compositor) and
+    ``draw_scene`` (its one-frame Python front): (height, width, n, cat, rgb, cx, cy, size,
+    angle, light, shadow, tv, tr, tc)."""
     _check_scenes(scenes)
     return (scenes.height, scenes.width, scenes.n, scenes.cat, scenes.rgb, scenes.cx, scenes.cy,
             scenes.size, scenes.angle, scenes.light, scenes.shadow, TEMPLATES.verts,
@@ -633,9 +634,7 @@ def draw(scenes: Scenes, row: int, frame: np.ndarray, bg: np.ndarray, rect=None)
         raise ValueError(f"bg: expected uint8[{h}, {w}, 3] (the canvas size), got {bg.dtype} "
                          f"{bg.shape}")
     x0, y0, x1, y1 = (0, 0, w, h) if rect is None else _rect_arg(rect)
-    _k.draw_scene(frame, bg, scenes.height, scenes.width, scenes.n, scenes.cat, scenes.rgb,
-                  scenes.cx, scenes.cy, scenes.size, scenes.angle, scenes.light, scenes.shadow,
-                  TEMPLATES.verts, TEMPLATES.ring_start, TEMPLATES.cat_ring, row, x0, y0, x1, y1)
+    _k.draw_scene(frame, bg, *draw_fields(scenes), row, x0, y0, x1, y1)
     return frame
 
 
@@ -721,8 +720,10 @@ def visible_point(scenes: Scenes, row: int, k: int) -> tuple[int, int]:
     object is not visible at all."""
     row = _row_arg(scenes, row)
     k = _object_arg(scenes, row, k)
-    x, y = _k.visible_point(scenes.height, scenes.width, *_geometry(scenes), row, k)
-    return int(x), int(y)
+    out = np.empty((1, 2), np.int64)
+    _k.visible_points(scenes.height, scenes.width, *_geometry(scenes), row,
+                      np.array([k], np.int64), out)
+    return int(out[0, 0]), int(out[0, 1])
 
 
 def visible_points(scenes: Scenes, row: int, ks) -> np.ndarray:
