@@ -227,9 +227,17 @@ class PointingBase:
                                                  scenes, rects[part], ensure=False),
                 index, area, SCENE_THREAD_AREA)
         else:
+            # Photos (the real-data source, not a speed path): a NumPy copy per row. (A kernel
+            # here would be one the offline warm-up never runs, so bridges/warmup.is_cold
+            # would find the family cold for ever.)
             pictures.ensure_rows(state.picture, rows)
-            kernels.copy_picture_rects(frames, rows, pictures.buffer, pictures.slot_off,
-                                       pictures.slot_of, state.picture, state.hw, rects)
+            for k, b in enumerate(rows.tolist()):
+                photo = pictures.view(int(state.picture[b]))
+                h, w = photo.shape[:2]
+                x0, y0 = max(int(rects[k, 0]), 0), max(int(rects[k, 1]), 0)
+                x1, y1 = min(int(rects[k, 2]), w), min(int(rects[k, 3]), h)
+                if x1 > x0 and y1 > y0:
+                    frames[b, y0:y1, x0:x1] = photo[y0:y1, x0:x1]
 
     def _redraw_squares(self, state, frames, rows, centres, work) -> np.ndarray:
         """Redraw the base picture under the dot-sized squares at ``centres`` (int32[B, 2],

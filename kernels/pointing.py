@@ -8,8 +8,8 @@ referring_dot_pointing, whose prompt promises ``round``).
 
 Drawing: a base picture (a photo in a picture atlas, or a composed scene drawn by the caller)
 and then the dots, each a filled disk (``render.circles.disk_mask``) stamped with
-``render.circles.stamp_mask``. A redraw of a rectangle copies the base picture's pixels back
-(``copy_picture_rects``) and stamps again every dot that reaches into it.
+``render.circles.stamp_mask``. A redraw of a rectangle draws the base picture's pixels again
+(envs/pointing.py) and stamps again every dot that reaches into it.
 """
 from __future__ import annotations
 
@@ -100,30 +100,6 @@ def pointing_step(kind, floats, move, hw, dot, has_dot, changed, removed, mark_k
         dot[b, 0] = to_pixel(floats[b, 0], hw[b, 1], ROUND)
         dot[b, 1] = to_pixel(floats[b, 1], hw[b, 0], ROUND)
         has_dot[b] = True
-
-
-@njit(cache=True, nogil=True)
-def copy_picture_rects(frames, rows, buffer, slot_off, slot_of, picture, hw, rects):
-    """For each k: frame ``rows[k]`` gets the pixels of picture ``picture[rows[k]]`` (an atlas
-    slot of (h, w, 3) bytes, h, w = ``hw[rows[k]]``) inside ``rects[k]`` = (x0, y0, x1, y1),
-    clipped to the picture."""
-    for k in range(rows.shape[0]):
-        b = rows[k]
-        h = hw[b, 0]
-        w = hw[b, 1]
-        off = slot_off[slot_of[picture[b]]]
-        x0 = max(rects[k, 0], 0)
-        y0 = max(rects[k, 1], 0)
-        x1 = min(rects[k, 2], w)
-        y1 = min(rects[k, 3], h)
-        frame = frames[b]
-        for y in range(y0, y1):
-            src = off + (y * w + x0) * 3
-            for x in range(x0, x1):
-                frame[y, x, 0] = buffer[src]
-                frame[y, x, 1] = buffer[src + 1]
-                frame[y, x, 2] = buffer[src + 2]
-                src += 3
 
 
 @njit(cache=True, nogil=True)
