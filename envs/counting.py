@@ -62,8 +62,9 @@ from ..kernels import pointing as kernels
 from .assets import coco
 from .assets import scenes as scene_lib
 from .assets.images import ImageFileError
-from .pointing import (MARK_PAYLOAD, PointingBase, bounded_error, check_in_frame, mark_text,
-                       path_param, pixel_field, resolve_path, scene_arrays, scenes_of,
+from .photo_common import bounded, path_param
+from .pointing import (MARK_PAYLOAD, PointingBase, check_in_frame, mark_text,
+                       pixel_field, resolve_path, scene_arrays, scenes_of,
                        state_class)
 
 BUNDLE_DIR = os.path.join("partial_datasets", "counting")
@@ -273,14 +274,14 @@ class Counting(PointingBase, Family):
         try:
             self.index = coco.load_coco_index(annotation)
         except coco.AnnotationFileError as error:
-            raise ValueError(f"annotation_file: {bounded_error(error)}") from None
+            raise ValueError(f"annotation_file: {bounded(error)}") from None
         self.image_dir = image_dir
         try:
             self.samples = coco.lvis_samples(self.index, params.min_count, params.max_count,
                                              params.categories, params.require_exhaustive,
                                              params.data_chunk)
         except ValueError as error:
-            raise ValueError(bounded_error(error)) from None
+            raise ValueError(bounded(error)) from None
         if len(self.samples.image_index) == 0:
             raise ValueError(f"annotation_file: {show_path(annotation)} has no image with "
                              f"{params.min_count}..{params.max_count} instances of a category"
@@ -441,7 +442,7 @@ class Counting(PointingBase, Family):
         try:
             h, w = self.pictures.dims(image)
         except ImageFileError as error:
-            raise ValueError(f"{where}.file_name: {bounded_error(error)}") from None
+            raise ValueError(f"{where}.file_name: {bounded(error)}") from None
         parsed["image"] = image
         self._check_dots(parsed, where, h, w)
         return parsed

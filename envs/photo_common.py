@@ -21,7 +21,7 @@ import numpy as np
 from ..core.validate import describe
 from .assets.images import ImageSource, image_source
 
-__all__ = ["bounded", "open_image_source", "random_chunks", "sample_dir_param"]
+__all__ = ["bounded", "open_image_source", "path_param", "random_chunks", "sample_dir_param"]
 
 
 def bounded(error, limit: int = 300) -> str:
@@ -31,14 +31,19 @@ def bounded(error, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def path_param(field: str, value, what: str = "path") -> str | None:
+    """A path-valued Params field: None, or a non-empty path string without NUL (an
+    ``os.PathLike`` is taken as its string; kept as a plain ``str``); anything else is a
+    ValueError naming ``field``."""
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if text is not None and (not isinstance(text, str) or not text or "\x00" in text):
+        raise ValueError(f"{field}: expected a {what} (str) or None, got {describe(value)}")
+    return None if text is None else str(text)
+
+
 def sample_dir_param(value) -> str | None:
     """The ``sample_dir`` field of a photo family's Params, checked (see the module docstring)."""
-    sample_dir = os.fspath(value) if isinstance(value, os.PathLike) else value
-    if sample_dir is not None and (not isinstance(sample_dir, str) or not sample_dir
-                                   or "\x00" in sample_dir):
-        raise ValueError(f"sample_dir: expected a folder path (str) or None, got "
-                         f"{describe(value)}")
-    return None if sample_dir is None else str(sample_dir)
+    return path_param("sample_dir", value, "folder path")
 
 
 def open_image_source(sample_dir: str | None, **options) -> ImageSource:

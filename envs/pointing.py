@@ -36,7 +36,6 @@ from ..render import atlas, blit
 from ..render.circles import disk_mask
 from .assets import scenes as scene_lib
 from .assets.images import ImageFileError, decode_rgb
-from .photo_common import bounded
 
 #: ``mark (x, y)``: fractions of the episode's own frame, compared and kept as float32 (a
 #: gymnasium Box(0, 1, (2,), float32) in the reference: ``1.00000001`` is 1.0).
@@ -94,14 +93,6 @@ def resolve_path(field: str, value, env_var: str | None, bundle: str | None,
     if bundle is not None and exists(bundle):
         return bundle
     return None
-
-
-def path_param(field: str, value) -> str | None:
-    """A path-valued Params field: None or a non-empty str without NUL (PathLike taken as str)."""
-    text = os.fspath(value) if isinstance(value, os.PathLike) else value
-    if text is not None and (not isinstance(text, str) or not text or "\x00" in text):
-        raise ValueError(f"{field}: expected a path (str) or None, got {describe(value)}")
-    return text
 
 
 def pixel_field(field: str, value) -> tuple[int, int]:
@@ -246,8 +237,3 @@ class PointingBase:
         kernels.dot_rects(rows, centres, rows, self.radius, rects)
         self._draw_base(state, frames, rows, rects, work)
         return rects
-
-
-def bounded_error(error) -> str:
-    """An error's text on one line, cut for quoting inside another message."""
-    return bounded(error, 300)

@@ -18,7 +18,7 @@ Pictures, two sources (envs/pointing.py):
   ``$VIS_GYM_REFCOCO_DIR``, else the evaluation bundle's ``partial_datasets`` under the working
   directory. The pickle is read by a restricted unpickler (containers and scalars only; any
   class or callable is refused before anything runs); masks are decoded from the annotations'
-  polygons / RLE exactly as pycocotools does (envs/assets/coco.py). The reference list is every
+  polygons / RLE exactly as pycocotools does (envs/assets/refcoco.py). The reference list is every
   ref of every split whose image exists and whose mask is non-empty, sorted by id (spec 3).
   Init states are the reference's (``ref_id``, ``sentence_idx``).
 
@@ -51,11 +51,12 @@ from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
 from ..core.validate import InitSchema, boolean, describe, integer, show_path
 from ..kernels import pointing as kernels
 from ..render import atlas
-from .assets import coco
+from .assets import refcoco
 from .assets import scenes as scene_lib
 from .assets.images import ImageFileError
-from .pointing import (MARK_PAYLOAD, PointingBase, bounded_error, check_in_frame, mark_text,
-                       path_param, pixel_field, resolve_path, scene_arrays, scenes_of,
+from .photo_common import bounded, path_param
+from .pointing import (MARK_PAYLOAD, PointingBase, check_in_frame, mark_text,
+                       pixel_field, resolve_path, scene_arrays, scenes_of,
                        state_class)
 
 BUNDLE_DIR = "partial_datasets"
@@ -168,9 +169,9 @@ class ReferringDotPointing(PointingBase, Family):
 
     def _init_refcoco(self, params, root: str) -> None:
         try:
-            self.data = coco.load_refcoco(root, split_by=params.splitBy, dataset=DATASET)
-        except coco.AnnotationFileError as error:
-            raise ValueError(f"sample_dir: {bounded_error(error)}") from None
+            self.data = refcoco.load_refcoco(root, split_by=params.splitBy, dataset=DATASET)
+        except refcoco.AnnotationFileError as error:
+            raise ValueError(f"sample_dir: {bounded(error)}") from None
         valid = list(self.data.valid_ids)
         if params.data_chunk is not None:
             valid = valid[slice(*params.data_chunk)]
@@ -190,7 +191,7 @@ class ReferringDotPointing(PointingBase, Family):
                                         len(self.ref_ids), MASK_BYTES)
 
     def _photo(self, image: int) -> np.ndarray:
-        return self.decode_photo(coco.image_path(self.data, image))
+        return self.decode_photo(refcoco.image_path(self.data, image))
 
     def ref_mask(self, ref_pos: int, same_category: bool | None = None) -> np.ndarray:
         """bool[h, w]: the mask a dot must hit for ref ``ref_pos`` (``same_category``: the
@@ -199,7 +200,7 @@ class ReferringDotPointing(PointingBase, Family):
         ref_id = self.ref_ids[ref_pos]
         if same_category is None:
             same_category = self.same_category
-        mask = coco.ref_mask(self.data, ref_id, same_category)
+        mask = refcoco.ref_mask(self.data, ref_id, same_category)
         h, w = self.pictures.dims(self.data.refs[ref_id].image_index)
         if mask.shape != (h, w):
             out = np.zeros((h, w), np.bool_)
@@ -304,7 +305,7 @@ class ReferringDotPointing(PointingBase, Family):
             h, w = self.pictures.dims(ref.image_index)
             self.masks.picture(ref_pos)
         except ImageFileError as error:
-            raise ValueError(f"{where}.ref_id: {bounded_error(error)}") from None
+            raise ValueError(f"{where}.ref_id: {bounded(error)}") from None
         parsed["ref_pos"] = ref_pos
         self._check_dot(parsed, where, h, w)
         return parsed

@@ -15,6 +15,7 @@ from PIL import Image
 
 from parity_data import parity_dir
 from visgym.envs.assets import coco as C
+from visgym.envs.assets import refcoco as R
 
 mask_api = pytest.importorskip("pycocotools.mask")
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -218,7 +219,7 @@ def test_parity_counting_samples_and_centres(tmp_path):
 
 def test_parity_refcoco(tmp_path):
     root = parity_file("inputs/referring_dot_pointing")
-    data = C.load_refcoco(root, cache_dir=tmp_path)
+    data = R.load_refcoco(root, cache_dir=tmp_path)
     assert data.valid_ids == (11, 14, 17, 20, 23, 26, 29, 32, 35, 38, 41, 44, 47, 50, 53, 56, 59,
                               62, 65, 68, 80)
     assert 71 not in data.refs and {74, 77} <= set(data.refs)     # dropped / kept but invalid
@@ -237,18 +238,18 @@ def test_parity_refcoco(tmp_path):
         im = imgs[ref["image_id"]]
         h, w = im["height"], im["width"]
         theirs = mask_api.decode(mask_api.frPyObjects(anns[ref["ann_id"]]["segmentation"], h, w))
-        assert np.array_equal(C.ref_mask(data, ref["ref_id"]), theirs.sum(axis=2) > 0)
+        assert np.array_equal(R.ref_mask(data, ref["ref_id"]), theirs.sum(axis=2) > 0)
         same = np.zeros((h, w), bool)
         for a in inst["annotations"]:
             if a["image_id"] == ref["image_id"] and a["category_id"] == ref["category_id"]:
                 same |= mask_api.decode(mask_api.frPyObjects(a["segmentation"], h, w)).sum(2) > 0
-        assert np.array_equal(C.ref_mask(data, ref["ref_id"], same_category=True), same)
-        path = C.image_path(data, r.image_index)
+        assert np.array_equal(R.ref_mask(data, ref["ref_id"], same_category=True), same)
+        path = R.image_path(data, r.image_index)
         assert os.path.isfile(path) and path.endswith(im["file_name"])
         with Image.open(path) as pic:
             assert pic.size == (w, h)
     with pytest.raises(KeyError, match="ref_id"):
-        C.ref_mask(data, 71)
+        R.ref_mask(data, 71)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,7 +308,7 @@ def write_refcoco(tmp_path, refs_protocol=2):
 
 def test_tiny_refcoco(tmp_path):
     sample_dir, inst, refs = write_refcoco(tmp_path)
-    data = C.load_refcoco(sample_dir, cache_dir=tmp_path / "c")
+    data = R.load_refcoco(sample_dir, cache_dir=tmp_path / "c")
     assert sorted(data.refs) == [1, 3, 4, 5, 6]
     assert data.valid_ids == (1, 3, 6)
     assert data.refs[3].sentences == ("right person", "guy on right")
@@ -319,15 +320,15 @@ def test_tiny_refcoco(tmp_path):
             m |= mask_api.decode(mask_api.frPyObjects(anns[a]["segmentation"], h, w)).sum(2) > 0
         return m
 
-    assert np.array_equal(C.ref_mask(data, 3), coco([101], 30, 40))
-    assert np.array_equal(C.ref_mask(data, 3, same_category=True), coco([100, 101], 30, 40))
-    assert np.array_equal(C.ref_mask(data, 6, same_category=True), coco([102], 30, 40))
-    assert not C.ref_mask(data, 4).any() and not C.ref_mask(data, 4, True).any()
-    assert C.image_path(data, data.refs[1].image_index).endswith("COCO_train2014_000000000009.jpg")
+    assert np.array_equal(R.ref_mask(data, 3), coco([101], 30, 40))
+    assert np.array_equal(R.ref_mask(data, 3, same_category=True), coco([100, 101], 30, 40))
+    assert np.array_equal(R.ref_mask(data, 6, same_category=True), coco([102], 30, 40))
+    assert not R.ref_mask(data, 4).any() and not R.ref_mask(data, 4, True).any()
+    assert R.image_path(data, data.refs[1].image_index).endswith("COCO_train2014_000000000009.jpg")
     with pytest.raises(ValueError, match="split_by"):
-        C.load_refcoco(sample_dir, split_by="../unc")
+        R.load_refcoco(sample_dir, split_by="../unc")
     with pytest.raises(C.AnnotationFileError, match="refcoco"):
-        C.load_refcoco(tmp_path / "nowhere")
+        R.load_refcoco(tmp_path / "nowhere")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,7 +354,7 @@ class Evil:
 
 
 class Foreign:
-    pass
+    """A class of this test module: a pickle naming it must be refused, not imported."""
 
 
 def test_malicious_pickle_runs_nothing(tmp_path):
@@ -362,7 +363,7 @@ def test_malicious_pickle_runs_nothing(tmp_path):
     for proto in range(0, pickle.HIGHEST_PROTOCOL + 1):
         p.write_bytes(pickle.dumps([{"ref_id": 1}, Evil(str(marker))], protocol=proto))
         with pytest.raises(C.AnnotationFileError) as e:
-            C.load_refs_pickle(p)
+            R.load_refs_pickle(p)
         assert "refs(unc).p" in str(e.value) and "leave_a_mark" in str(e.value)
         assert not marker.exists() and MARKS == []
     # os.system and builtins.eval as REDUCE targets, hand-written (protocol 0)
@@ -371,7 +372,7 @@ def test_malicious_pickle_runs_nothing(tmp_path):
                    b"'\ntR.")
         p.write_bytes(payload)
         with pytest.raises(C.AnnotationFileError, match=name.decode()):
-            C.load_refs_pickle(p)
+            R.load_refs_pickle(p)
         assert not marker.exists()
     # the control: the stock unpickler does run it
     pickle.loads(pickle.dumps(Evil(str(marker))))
@@ -383,14 +384,14 @@ def test_foreign_class_and_persistent_ids_refused(tmp_path):
     p = tmp_path / "r.p"
     p.write_bytes(pickle.dumps([Foreign()], protocol=2))
     with pytest.raises(C.AnnotationFileError, match="Foreign"):
-        C.load_refs_pickle(p)
+        R.load_refs_pickle(p)
     from collections import OrderedDict
     p.write_bytes(pickle.dumps([OrderedDict(a=1)], protocol=4))
     with pytest.raises(C.AnnotationFileError, match="OrderedDict"):
-        C.load_refs_pickle(p)
+        R.load_refs_pickle(p)
     p.write_bytes(b"\x80\x02]q\x00P1\nq\x01a.")                  # PERSID
     with pytest.raises(C.AnnotationFileError, match="persistent"):
-        C.load_refs_pickle(p)
+        R.load_refs_pickle(p)
 
 
 def good_refs():
@@ -403,7 +404,7 @@ def good_refs():
 def test_refs_pickle_every_protocol(tmp_path, proto):
     p = tmp_path / "r.p"
     p.write_bytes(pickle.dumps(good_refs(), protocol=proto))
-    assert C.load_refs_pickle(p) == good_refs()
+    assert R.load_refs_pickle(p) == good_refs()
 
 
 def py2_pickle(refs):
@@ -435,11 +436,11 @@ def test_python2_strings(tmp_path):
            b"sentences": [{b"sent": "caf\u00e9 table".encode("utf-8"), b"sent_id": 0}]}
     p.write_bytes(py2_pickle([ref]))
     assert pickle.loads(p.read_bytes(), encoding="bytes")[0][b"ref_id"] == 7   # well-formed
-    got = C.load_refs_pickle(p)
+    got = R.load_refs_pickle(p)
     assert got[0]["sentences"][0]["sent"] == "caf\u00e9 table" and got[0]["split"] == "val"
     ref[b"sentences"][0][b"sent"] = b"na\xefve"                    # Latin-1, not UTF-8
     p.write_bytes(py2_pickle([ref]))
-    assert C.load_refs_pickle(p)[0]["sentences"][0]["sent"] == "na\u00efve"
+    assert R.load_refs_pickle(p)[0]["sentences"][0]["sent"] == "na\u00efve"
 
 
 def test_bad_refs_named(tmp_path):
@@ -448,10 +449,10 @@ def test_bad_refs_named(tmp_path):
     for cut in (1, 10, len(good) // 2, len(good) - 1):
         p.write_bytes(good[:cut])
         with pytest.raises(C.AnnotationFileError, match=r"refs\(unc\)\.p"):
-            C.load_refs_pickle(p)
+            R.load_refs_pickle(p)
     p.write_bytes(b"not a pickle at all")
     with pytest.raises(C.AnnotationFileError, match=r"refs\(unc\)\.p"):
-        C.load_refs_pickle(p)
+        R.load_refs_pickle(p)
     cases = [({"ann_id": "10"}, "ann_id"), ({"ref_id": True}, "ref_id"),
              ({"split": 3}, "split"), ({"sentences": "x"}, "sentences"),
              ({"sentences": [{"raw": "no sent"}]}, r"sentences\[0\]")]
@@ -460,15 +461,15 @@ def test_bad_refs_named(tmp_path):
         refs[2].update(change)
         p.write_bytes(pickle.dumps(refs, protocol=2))
         with pytest.raises(C.AnnotationFileError, match=rf"ref #2: .*{field}"):
-            C.load_refs_pickle(p)
+            R.load_refs_pickle(p)
     refs = good_refs()
     del refs[1]["image_id"]
     p.write_bytes(pickle.dumps(refs))
     with pytest.raises(C.AnnotationFileError, match="ref #1: field 'image_id'.*missing"):
-        C.load_refs_pickle(p)
+        R.load_refs_pickle(p)
     p.write_bytes(pickle.dumps({"refs": []}))
     with pytest.raises(C.AnnotationFileError, match="list"):
-        C.load_refs_pickle(p)
+        R.load_refs_pickle(p)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,13 +20,13 @@ Allow-listed differences, with the reason:
   mass) except where that point is outside the mask (a bug of the reference the spec lists:
   its solver scored 0 there); ours then ends on the mask pixel nearest to it and scores 1.
 """
-import ast
 import json
 
 import numpy as np
 import pytest
 
 import visgym
+from visgym.core.literal import parse_literal
 from parity_data import (check_feedback, check_reset_frame, episode_id, load_parity,
                          reference_episode, replay_env, replay_kwargs, require_recordings,
                          start_replay)
@@ -52,10 +52,10 @@ def _pixel(value: float, size: int, rounding: bool) -> int:
 
 
 def _mark(action: str):
-    """(x, y) of a valid mark action string, else None."""
-    try:
-        value = ast.literal_eval(action)
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+    """(x, y) of a valid mark action string, else None (read by the package's bounded literal
+    parser, as model text always is)."""
+    ok, value = parse_literal(action)
+    if not ok:
         return None
     if isinstance(value, tuple) and len(value) == 2 and value[0] == "mark":
         try:

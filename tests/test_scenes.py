@@ -13,6 +13,8 @@ import pytest
 from numba import njit
 
 import visgym.envs.assets.scenes as S
+from visgym.kernels import scene_generation as G
+from visgym.kernels import scene_generation as G
 from visgym.kernels import scenes as K
 from visgym.render.atlas import PictureAtlas
 
@@ -172,8 +174,8 @@ def test_object_colours_stand_out_from_the_background_under_them():
                 gj = min(int(scenes.cx[b, k] * S.GRID / w), S.GRID - 1)
                 under = cells[keys[b], gi, gj]
                 dist = np.sqrt(((S.COLOUR_RGB.astype(float) - under) ** 2).sum(axis=1))
-                if dist.max() >= K.MIN_CONTRAST:
-                    assert dist[scenes.colour[b, k]] >= K.MIN_CONTRAST
+                if dist.max() >= G.MIN_CONTRAST:
+                    assert dist[scenes.colour[b, k]] >= G.MIN_CONTRAST
                     checked += 1
     assert checked > 500
 
@@ -610,6 +612,7 @@ def test_first_run_kernels_compile_one_specialization_each(tmp_path):
 import json
 import numpy as np
 import visgym.envs.assets.scenes as S
+from visgym.kernels import scene_generation as G
 from visgym.kernels import scenes as K
 from visgym.render.atlas import PictureAtlas
 sc = S.new_scenes(3)
@@ -625,8 +628,8 @@ S.visible_points(sc, 1, S.target_indices(sc, 1, 5))
 S.visible_point(sc, 0, 0)
 S.visible_mask(sc, 2, 0)
 S.owner_at(sc, 2, 10, 10)
-print(json.dumps({name: len(getattr(K, name).signatures) for name in dir(K)
-                  if hasattr(getattr(K, name), "signatures")}))
+print(json.dumps({name: len(getattr(M, name).signatures) for M in (K, G) for name in dir(M)
+                  if hasattr(getattr(M, name), "signatures")}))
 """
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

@@ -58,7 +58,13 @@ from typing import NamedTuple
 import numpy as np
 
 from ...core.cache import BoundedCache
+from ...kernels import scene_generation as _g
 from ...kernels import scenes as _k
+# The generators by name too: bridges/warmup.is_cold finds a family's kernels through the
+# names of the modules it uses.
+from ...kernels.scene_generation import (counting_choice as _counting_choice,
+                                         generate_counting_rows as _generate_counting_rows,
+                                         generate_referring_rows as _generate_referring_rows)
 
 __all__ = [
     "CATEGORIES", "COLOURS", "COLOUR_RGB", "CANVAS_SIZES", "MAX_OBJECTS", "MAX_COUNT",
@@ -384,7 +390,7 @@ def counting_choice(seed, min_count: int, max_count: int) -> tuple[int, int]:
     seed = _seed_arg(seed)
     lo = _count_arg(min_count, "min_count", 0, MAX_COUNT)
     hi = _count_arg(max_count, "max_count", lo, MAX_COUNT)
-    c, k = _k.counting_choice(np.uint64(seed), len(CATEGORIES), lo, hi)
+    c, k = _counting_choice(np.uint64(seed), len(CATEGORIES), lo, hi)
     return int(c), int(k)
 
 
@@ -404,7 +410,7 @@ def generate_counting_rows(scenes: Scenes, rows, seeds, categories, counts) -> N
         raise ValueError(f"category: expected values in [0, {len(CATEGORIES)})")
     if counts.size and (counts.min() < 0 or counts.max() > MAX_COUNT):
         raise ValueError(f"count: expected values in [0, {MAX_COUNT}]")
-    failed = _k.generate_counting_rows(
+    failed = _generate_counting_rows(
         rows, seeds, cats, counts, background_count(), MIN_TARGET_VISIBLE, MIN_TARGET_PIXELS,
         TEMPLATES.verts, TEMPLATES.ring_start, TEMPLATES.cat_ring, TEMPLATES.radius,
         TEMPLATES.area, TEMPLATES.similar, COLOUR_RGB, background_cells(), len(CANVAS_SIZES),
@@ -436,7 +442,7 @@ def generate_referring_rows(scenes: Scenes, rows, seeds) -> None:
                          f"{seeds.shape[0]}")
     if rows.size and (rows.min() < 0 or rows.max() >= scenes.n.shape[0]):
         raise ValueError(f"rows: expected values in [0, {scenes.n.shape[0]})")
-    failed = _k.generate_referring_rows(
+    failed = _generate_referring_rows(
         rows, seeds, background_count(), MIN_REFERRED_VISIBLE, TEMPLATES.verts,
         TEMPLATES.ring_start, TEMPLATES.cat_ring, TEMPLATES.radius, TEMPLATES.area, COLOUR_RGB,
         background_cells(), len(CANVAS_SIZES), *_fields(scenes))
@@ -492,11 +498,11 @@ def referring_expression(scenes: Scenes, row: int, target: int | None = None) ->
         return f"{COLOURS[int(scenes.colour[row, k])]} {name}" if with_colour else name
 
     phrase = np_text(t, npc == 1)
-    if kind == _k.EXPR_NP:
+    if kind == _g.EXPR_NP:
         return phrase
-    if kind == _k.EXPR_SIZE:
+    if kind == _g.EXPR_SIZE:
         return f"{_SIZE_WORDS[mod]} {phrase}"
-    if kind == _k.EXPR_POS:
+    if kind == _g.EXPR_POS:
         return f"{phrase} {_POS_WORDS[mod]}"
     return f"{phrase} {_REL_WORDS[mod]} the {np_text(anchor, acol == 1)}"
 
