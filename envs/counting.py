@@ -174,26 +174,6 @@ def _prompt(category: str, min_count: int, max_count: int) -> str:
     )
 
 
-def _mix(z: int) -> int:
-    """SplitMix64's output function (Python ints, 64-bit)."""
-    mask = (1 << 64) - 1
-    z = (z + 0x9E3779B97F4A7C15) & mask
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-    return z ^ (z >> 31)
-
-
-def scene_choice(seed: int, categories: tuple[int, ...], min_count: int,
-                 max_count: int) -> tuple[int, int]:
-    """A scene episode's (category index, count): the category uniform over ``categories``,
-    the count uniform in [min_count, max_count], from the seed alone."""
-    a = _mix(int(seed) ^ 0x636F756E74)            # "count"
-    b = _mix(a)
-    category = categories[(a >> 32) * len(categories) >> 32]
-    count = min_count + ((b >> 32) * (max_count - min_count + 1) >> 32)
-    return int(category), int(count)
-
-
 class Counting(PointingBase, Family):
     name = "counting"
     Params = CountingParams
@@ -353,7 +333,8 @@ class Counting(PointingBase, Family):
         seeds = [int(s) for s in np.asarray(seeds, dtype=np.uint64).tolist()]
         p = self.params
         if self.scene_mode:
-            choices = [scene_choice(seed, self.scene_categories, p.min_count, p.max_count)
+            choices = [scene_lib.counting_choice(seed, p.min_count, p.max_count,
+                                                 self.scene_categories)
                        for seed in seeds]
             self._start_scenes(state, rows, seeds, [c for c, _ in choices],
                                [n for _, n in choices])

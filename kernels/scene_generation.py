@@ -1,5 +1,5 @@
 """Numba kernels that generate the procedural object scenes (envs/assets/scenes.py): the
-counting scenes (``counting_choice``, ``generate_counting_rows``) and the referring scenes with
+counting scenes (``generate_counting_rows``) and the referring scenes with
 their checked expressions (``generate_referring_rows``; the expression codes ``EXPR_*`` and the
 margins of each template below, stated in words in ``scenes.EXPRESSION_RULES``).
 
@@ -23,7 +23,6 @@ from .scenes import (MAX_CROSS, MAX_VERTS, _below, _crossings, _row_range, _span
                      _span_start, _transform, _uniform)
 
 STREAM_COUNTING = np.uint64(0x5C0E11)
-STREAM_CHOICE = np.uint64(0x5C0E12)
 STREAM_REFERRING = np.uint64(0x5C0E13)
 
 
@@ -89,18 +88,6 @@ def _coverage(row, k, occ, nocc, height, width, cat, cx, cy, size, angle, tv, tr
 
 
 MIN_CONTRAST = 100.0  # RGB distance of a named colour from the background cell under it
-
-
-@njit(cache=True, nogil=True)
-def counting_choice(seed, n_cat, min_count, max_count):
-    """(category, count) of a counting episode: uniform over the categories and over
-    [min_count, max_count]; a pure function of the seed."""
-    s = seed_state(np.uint64(seed), STREAM_CHOICE)
-    s, c = _below(s, np.int64(n_cat))
-    s, k = _below(s, np.int64(max_count - min_count + 1))
-    return c, min_count + k
-
-
 
 
 @njit(cache=True, nogil=True)
@@ -460,8 +447,6 @@ def _options(row, t, nn, W, H, cat, colour, cx, cy, size, okv, kinds, mods, npc,
     for i in range(m_rel, m):
         weights[i] *= 2.0 / tot
     return m
-
-
 
 
 @njit(cache=True, nogil=True)

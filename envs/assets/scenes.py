@@ -62,8 +62,7 @@ from ...kernels import scene_generation as _g
 from ...kernels import scenes as _k
 # The generators by name too: bridges/warmup.is_cold finds a family's kernels through the
 # names of the modules it uses.
-from ...kernels.scene_generation import (counting_choice as _counting_choice,
-                                         generate_counting_rows as _generate_counting_rows,
+from ...kernels.scene_generation import (generate_counting_rows as _generate_counting_rows,
                                          generate_referring_rows as _generate_referring_rows)
 
 __all__ = [
@@ -384,14 +383,29 @@ def _fields(scenes):
 
 
 # --------------------------------------------------------------------------- generation
-def counting_choice(seed, min_count: int, max_count: int) -> tuple[int, int]:
-    """(category, count) of a counting episode: category uniform over CATEGORIES, count uniform
-    in [min_count, max_count]; a pure function of the seed."""
+def _mix(z: int) -> int:
+    """SplitMix64's output function on a Python int (64 bits)."""
+    mask = (1 << 64) - 1
+    z = (z + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def counting_choice(seed, min_count: int, max_count: int,
+                    categories=None) -> tuple[int, int]:
+    """(category, count) of a counting episode: the category uniform over ``categories``
+    (indices into CATEGORIES; default all), the count uniform in [min_count, max_count]; a pure
+    function of the seed (plain Python: one call per reset)."""
     seed = _seed_arg(seed)
     lo = _count_arg(min_count, "min_count", 0, MAX_COUNT)
     hi = _count_arg(max_count, "max_count", lo, MAX_COUNT)
-    c, k = _counting_choice(np.uint64(seed), len(CATEGORIES), lo, hi)
-    return int(c), int(k)
+    pool = tuple(range(len(CATEGORIES))) if categories is None else tuple(categories)
+    if not pool:
+        raise ValueError("categories: expected at least one category index")
+    a = _mix(seed ^ 0x636F756E74)            # "count"
+    b = _mix(a)
+    return int(pool[(a >> 32) * len(pool) >> 32]), lo + ((b >> 32) * (hi - lo + 1) >> 32)
 
 
 def generate_counting_rows(scenes: Scenes, rows, seeds, categories, counts) -> None:
