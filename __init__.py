@@ -17,7 +17,8 @@ if __name__ == "visgym":
     from . import envs as _envs  # noqa: F401  (registers the families)
     from .bridges import gym as _gym_bridge
     from .core import BatchEnv, list_envs, make
+    from .core.mixed import MixedEnv, make_mixed
 
     _gym_bridge.register_all()
 
-    __all__ = ["BatchEnv", "list_envs", "make", "__version__"]
+    __all__ = ["BatchEnv", "MixedEnv", "list_envs", "make", "make_mixed", "__version__"]

@@ -1,6 +1,7 @@
 """The gymnasium face: a single-episode ``gymnasium.Env``, a ``gymnasium.vector.VectorEnv``, and
 the registration of every implemented id (``gymnasium.make("maze_2d/easy")``,
-``gymnasium.make_vec("maze_2d/easy", num_envs=64)``).
+``gymnasium.make_vec("maze_2d/easy", num_envs=64)``), and mixed-task batches as a VectorEnv
+(``VisGymMixedVectorEnv({"maze_2d/easy": 32, "jigsaw/easy": 32})``).
 
 Both are thin layers over BatchEnv: the single env is a BatchEnv with B = 1 and the vector env
 forwards whole batches. Actions are the reference's action strings; the action space is
@@ -114,7 +115,11 @@ class VisGymEnv(gymnasium.Env):
         h, w = info["frame_hw"][0].tolist()
         out = {"env_feedback": feedback, "code": int(info["code"][0]),
                "invalid": bool(info["invalid"][0]), "success": bool(info["success"][0]),
-               "step": int(info["step"][0]), "frame_hw": (h, w)}
+               "step": int(info["step"][0]), "frame_hw": (h, w),
+               "reward_components": {k: float(v[0])
+                                     for k, v in info["reward_components"].items()}}
+        if "state_hash" in info:
+            out["state_hash"] = info["state_hash"][0]   # np.uint64 (gymnasium keeps the dtype)
         for name, values in self.batch.metrics().items():
             out[name] = float(values[0])
         return out
@@ -180,18 +185,59 @@ class VisGymVectorEnv(VectorEnv):
 
     def _vector_info(self, info: dict) -> dict:
         out = {}
-        for key, value in (("feedback", np.array(info["feedback"], dtype=object)),
-                           ("code", np.array(info["code"])),
-                           ("invalid", np.array(info["invalid"])),
-                           ("success", np.array(info["success"])),
-                           ("step", np.array(info["step"])),
-                           ("frame_hw", np.array(info["frame_hw"]))):
+        fields = [("feedback", np.array(info["feedback"], dtype=object))]
+        fields += [(key, np.array(info[key])) for key in (
+            "code", "invalid", "success", "step", "frame_hw", "state_hash", "task")
+            if key in info]
+        fields += [(f"reward_{name}", np.array(value))
+                   for name, value in info["reward_components"].items()]
+        for key, value in fields:
             out[key] = value
             out["_" + key] = self._mask
         return out
 
     def render(self):
         return self.batch.frames.copy()
+
+
+class VisGymMixedVectorEnv(VisGymVectorEnv):
+    """A mixed-task batch (``visgym.make_mixed``) as a gymnasium VectorEnv. Observations are
+    the rows' frames padded to the largest task's capacity (a copy per call: what one
+    ``uint8[B, H, W, 3]`` array costs; ``info["frame_hw"]`` gives each row's own size), the
+    action space a Tuple of each row's ActionText, and ``info["task"]`` each row's task index
+    into ``task_ids``."""
+
+    def __init__(self, tasks, max_steps: int | None | str = "default",
+                 render_mode: str | None = "rgb_array", **options):
+        from ..core.mixed import make_mixed
+
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode: expected 'rgb_array' or None, got {render_mode!r}")
+        self.batch = make_mixed(tasks, max_steps=max_steps, autoreset="next_step", **options)
+        self.env_id = None
+        self.task_ids = self.batch.task_ids
+        self.num_envs = self.batch.num_envs
+        self.render_mode = render_mode
+        height, width = self.batch.frames.capacity
+        self.single_observation_space = spaces.Box(0, 255, (height, width, 3), np.uint8)
+        self.observation_space = spaces.Box(0, 255, (self.num_envs, height, width, 3), np.uint8)
+        grammars = [self.batch.env_of(i)[0].family.grammar for i in range(self.num_envs)]
+        self.single_action_space = ActionText(grammars[0])
+        self.action_space = spaces.Tuple([ActionText(g) for g in grammars])
+        self._mask = np.ones(self.num_envs, np.bool_)
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
+        init_states = (options or {}).get("init_states")
+        frames, info = self.batch.reset(seeds=seed, init_states=init_states)
+        return frames.padded(), self._vector_info(info)
+
+    def step(self, actions):
+        frames, reward, terminated, truncated, info = self.batch.step(list(actions))
+        return (frames.padded(), reward.copy(), terminated.copy(), truncated.copy(),
+                self._vector_info(info))
+
+    def render(self):
+        return self.batch.frames.padded()
 
 
 def _make_vector(env_id: str, num_envs: int = 1, max_steps=None, max_episode_steps=None,

@@ -86,6 +86,7 @@ def warm_up(env_id: str, make_kwargs: dict | None = None, init_state: dict | Non
             strategies = tuple(dict.fromkeys((*strategies, *env.family.solver_strategies)))
         for strategy in strategies:
             env.reset(seeds=[seed])
+            env.potential()   # shaped rewards' kernels (reward="progress")
             if init_state is not None:
                 env.reset(seeds=[seed], init_states=[init_state])
             plan = list(env.solve(strategy=strategy, num_steps=num_steps)[0])

@@ -25,10 +25,26 @@ import numpy as np
 from .family import SUCCESS_MESSAGE, Family, copy_state
 from .grammar import IGNORED, ActionBatch
 from .seeding import check_seeds, draw_seeds, next_seeds
-from .validate import describe, integer, is_integer, one_of, optional_integer
+from .state_hash import StateHasher
+from .validate import boolean, describe, integer, is_integer, one_of, optional_integer, real
 
 AUTORESET_MODES = ("next_step", "disabled")
+# "sparse": the reference's reward (1 for a stop on a solved state). "progress" adds
+# potential-based shaping (Ng, Harada & Russell 1999): gamma * Phi(s') - Phi(s) with
+# Phi = -family.potential, which leaves the optimal policies unchanged.
+REWARD_MODES = ("sparse", "progress")
 MAX_PLAN_STEPS = 100_000   # solve(num_steps=...) at most: a plan is a list of strings
+
+
+def _clear_rows(state, rows: np.ndarray | None) -> None:
+    """Zero ``rows`` of every State field (all rows for None) before an episode is made in
+    them, so padding a family leaves unwritten is the same in every row, whatever ran there
+    before (state hashes compare whole fields)."""
+    for array in state:
+        if rows is None:
+            array.fill(0)
+        else:
+            array[rows] = 0
 
 
 def _physical_memory() -> int | None:
@@ -58,17 +74,27 @@ class BatchEnv:
     """B episodes of one family, stepped together."""
 
     def __init__(self, family: Family, num_envs: int = 1, *, max_steps: int | None = 20,
-                 autoreset: str = "next_step", seed: int | None = None, env_id: str | None = None):
+                 autoreset: str = "next_step", seed: int | None = None, env_id: str | None = None,
+                 reward: str = "sparse", gamma: float = 1.0, state_hash: bool = True):
         num_envs = integer("num_envs", num_envs, 1)
         max_steps = optional_integer("max_steps", max_steps, 1)
         one_of("autoreset", autoreset, AUTORESET_MODES)
         seed = optional_integer("seed", seed, 0)
+        one_of("reward", reward, REWARD_MODES)
+        gamma = real("gamma", gamma, 0.0, 1.0)
+        state_hash = boolean("state_hash", state_hash)
+        if reward == "progress" and not family.has_potential:
+            raise ValueError(f"reward: {family.name} defines no potential, so it has no "
+                             f"'progress' reward")
         self.family = family
         self.params = family.params
         self.env_id = env_id
         self.num_envs = int(num_envs)
         self.max_steps = None if max_steps is None else int(max_steps)
         self.autoreset = autoreset
+        self.reward_mode = reward
+        self.gamma = float(gamma)
+        self.hash_states = state_hash
         self.grammar = family.grammar
         # This env's own parse cache: envs never share mutable parse state (DESIGN "Threads").
         self.parser = family.grammar.new_parser()
@@ -88,6 +114,14 @@ class BatchEnv:
         self.truncated = np.zeros(batch, np.bool_)
         self.steps = np.zeros(batch, np.int32)
         self.seeds = np.zeros(batch, np.uint64)
+        # The reward's parts (info["reward_components"]), each row's potential at its current
+        # state (shaping's Phi = -potential) and state hash (info["state_hash"]).
+        self._task = np.zeros(batch, np.float32)
+        self._shaping = np.zeros(batch, np.float32)
+        self._potential = np.zeros(batch, np.float32)
+        self._potential_next = np.zeros(batch, np.float32)
+        self._hash = np.zeros(batch, np.uint64)
+        self._hasher = StateHasher(family, self.state)
         self._codes = np.zeros(batch, np.int32)
         self._done = np.zeros(batch, np.bool_)
         self._scratch = np.zeros(batch, np.bool_)
@@ -116,6 +150,7 @@ class BatchEnv:
                 raise ValueError(f"init_states: expected a list of {count} dicts (one per "
                                  f"episode), got {describe(init_states)}")
             staged = self.family.new_state(count)
+            _clear_rows(staged, None)
             self.family.load_rows(staged, np.arange(count, dtype=np.int64), list(init_states))
             # Seeds are drawn only once the states loaded, so a refused call changes nothing.
             if seed_arr is None:
@@ -125,12 +160,15 @@ class BatchEnv:
         else:
             if seed_arr is None:
                 seed_arr = draw_seeds(self._seed_seq, count)
+            _clear_rows(self.state, rows_arr)
             self.family.reset_rows(self.state, rows_arr, seed_arr)
         self.seeds[rows_arr] = seed_arr
         self.steps[rows_arr] = 0
         self._codes.fill(IGNORED)   # this call took no action in any row
         self._actions.invalid.fill(False)
         self.reward[rows_arr] = 0.0
+        self._task[rows_arr] = 0.0
+        self._shaping[rows_arr] = 0.0
         self.terminated[rows_arr] = False
         self.truncated[rows_arr] = False
         self._done[rows_arr] = False
@@ -141,6 +179,11 @@ class BatchEnv:
         self.family.render_rows(self.state, self.frames, rows_arr, self.work)
         if self._variable:
             self._track_sizes(rows_arr, all_rows=True)
+        if self.reward_mode == "progress":
+            self.family.potential(self.state, self._potential_next)
+            self._potential[rows_arr] = self._potential_next[rows_arr]
+        if self.hash_states:
+            self._hasher(self._hash)
         return self.frames, self._info([""] * self.num_envs)
 
     # ------------------------------------------------------------------------------- step
@@ -197,6 +240,7 @@ class BatchEnv:
         if restart:
             rows = np.flatnonzero(pending)
             new_seeds = next_seeds(self.seeds[rows])
+            _clear_rows(self.state, rows)
             family.reset_rows(self.state, rows, new_seeds)
             family.render_step(self.state, self.frames, self.work, rows)
             if self._variable:
@@ -204,6 +248,9 @@ class BatchEnv:
                 self._track_sizes(rows, all_rows=True)
         else:
             family.render_after_step(self.state, self.frames, self.work)
+        self._shape_rewards(stepped)
+        if self.hash_states:
+            self._hasher(self._hash)
 
         messages = self._actions.message
         texts = self._texts
@@ -214,6 +261,7 @@ class BatchEnv:
             self.seeds[rows] = new_seeds
             self.steps[rows] = 0
             self.reward[rows] = 0.0
+            self._task[rows] = 0.0
             self.terminated[rows] = False
             self.truncated[rows] = False
             for b in rows.tolist():
@@ -224,8 +272,26 @@ class BatchEnv:
             np.copyto(self._done, self.terminated | self.truncated, where=active)
         return self.frames, self.reward, self.terminated, self.truncated, self._info(feedback)
 
+    def _shape_rewards(self, stepped: np.ndarray | None) -> None:
+        """After a step (and its restarts): the task reward into its component and, with
+        reward="progress", the shaping gamma * Phi(s') - Phi(s) = potential(s) - gamma *
+        potential(s') added to the stepped rows (one potential call covers the stepped rows and
+        the restarted ones, whose new potential starts their episode)."""
+        np.copyto(self._task, self.reward)
+        if self.reward_mode != "progress":
+            return
+        after = self._potential_next
+        self.family.potential(self.state, after)
+        shaping = self._shaping
+        np.multiply(after, np.float32(self.gamma), out=shaping)
+        np.subtract(self._potential, shaping, out=shaping)
+        if stepped is not None:
+            shaping[~stepped] = 0.0
+        self.reward += shaping
+        np.copyto(self._potential, after)
+
     def _info(self, feedback: list) -> dict:
-        return {
+        info = {
             "feedback": feedback,
             "code": self._codes,
             "invalid": self._actions.invalid,   # the parser's error codes (INVALID_CODES)
@@ -233,7 +299,11 @@ class BatchEnv:
             "step": self.steps,
             "seed": self.seeds,
             "frame_hw": self.frame_hw,
+            "reward_components": {"task": self._task, "shaping": self._shaping},
         }
+        if self.hash_states:
+            info["state_hash"] = self._hash
+        return info
 
     def _track_sizes(self, rows: np.ndarray, all_rows: bool) -> None:
         """After ``rows`` were drawn: take their frame sizes from the family and zero the
@@ -344,6 +414,55 @@ class BatchEnv:
         run_plans(copy, copy.solve())
         self.goal_frame_hw = copy.frame_hw.copy()
         return copy.frames.copy()
+
+    def _adopt_outputs(self, mix, rows: slice) -> None:
+        """Write the per-episode outputs into ``rows`` of a mix's arrays from now on (a
+        MixedEnv's task; core/mixed.py), so gathering a mixed step copies nothing. Called once,
+        before the first reset."""
+        for mine, theirs in (("reward", "reward"), ("terminated", "terminated"),
+                             ("truncated", "truncated"), ("steps", "steps"), ("seeds", "seeds"),
+                             ("frame_hw", "frame_hw"), ("_codes", "_codes"),
+                             ("_task", "_task_reward"), ("_shaping", "_shaping"),
+                             ("_hash", "_hash")):
+            view = getattr(mix, theirs)[rows]
+            own = getattr(self, mine)
+            if view.shape != own.shape or view.dtype != own.dtype:
+                raise RuntimeError(f"_adopt_outputs: {theirs} has {view.shape} {view.dtype}, "
+                                   f"the env needs {own.shape} {own.dtype}")
+            view[...] = own
+            setattr(self, mine, view)
+
+    # ------------------------------------------------------------------------------ forks
+    def fork(self, src_rows: Sequence[int], dst_rows: Sequence[int]) -> None:
+        """Copy running episodes ``src_rows[k]`` into rows ``dst_rows[k]``, completely: the
+        family's state, the step count and seed, the last step's reward, flags and pending
+        auto-reset, the potential and state hash, and the frame with the render workspace
+        (drawn anew from the copied state, which by the contract equals the source's frame).
+        The copies then evolve independently and deterministically: the same actions give the
+        same frames, rewards and feedback as the source would get. A source may be copied to
+        several rows (G continuations of one mid-episode state); a row may be both a source and
+        a destination (sources are read before anything is written)."""
+        self._check_reset()
+        src = self._rows_arg(src_rows, distinct=False)
+        dst = self._rows_arg(dst_rows, distinct=True)
+        if src.shape != dst.shape:
+            raise ValueError(f"dst_rows: expected {src.shape[0]} rows, one per source row, got "
+                             f"{dst.shape[0]}")
+        for array in self.state:
+            array[dst] = array[src]
+        for array in (self.steps, self.seeds, self.reward, self.terminated, self.truncated,
+                      self._done, self._codes, self._actions.invalid, self._task, self._shaping,
+                      self._potential, self._hash):
+            array[dst] = array[src]
+        self.family.render_rows(self.state, self.frames, dst, self.work)
+        if self._variable:
+            self._track_sizes(dst, all_rows=True)
+
+    def state_hash(self) -> np.ndarray:
+        """uint64[B]: each episode's canonical state hash now (a new array; see
+        core/state_hash.py and ``Family.state_hash``)."""
+        self._check_reset()
+        return self._hasher(np.empty(self.num_envs, np.uint64))
 
     def success(self) -> np.ndarray:
         self._check_reset()

@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from .grammar import STOP, ActionBatch, Grammar
+from .state_hash import StateHasher
 
 SUCCESS_MESSAGE = "Action executed successfully."
 FAMILY_BASE = 16  # first feedback code a family may define
@@ -58,6 +59,10 @@ class Family(ABC):
     # ``visgym eval --dataset-root DIR`` the runner sets it to DIR, whose
     # ``partial_datasets/<task>`` folder of the published bundle then holds the episodes' media.
     data_dir_keyword: ClassVar[str | None] = None
+    # Params fields that change how hard an episode is although the easy and hard presets give
+    # them the same value (e.g. a success tolerance). Fields whose presets differ, and the step
+    # budget, are difficulty knobs without being named here (docs/difficulty.md lists them all).
+    difficulty_knobs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params):
         self.params = params
@@ -77,6 +82,11 @@ class Family(ABC):
 
     # Set for every family class from whether it overrides ``potential``.
     has_potential: ClassVar[bool] = False
+
+    # State fields that are render bookkeeping, not part of the episode (what the last step
+    # changed, where the agent was before it, ...): left out of ``state_hash``, so equal
+    # states reached along different paths hash equally.
+    transient_fields: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -176,6 +186,21 @@ class Family(ABC):
         ``goal_distance`` makes any measure exact at 0). What shaped rewards and progress
         metrics read; ``has_potential`` says whether a family defines it."""
         raise NotImplementedError(f"{self.name} defines no potential")
+
+    def live_counts(self, state) -> dict:
+        """Padded State fields whose tail is not part of the episode, ``{field: counts}``:
+        integer counts[B] keep a row's first counts[b] entries along axis 1 (a counting
+        episode's ``dots`` up to ``n_dots``); boolean counts[B] keep the whole row or nothing
+        (a dot that is not placed). What ``state_hash`` reads; {} by default (every byte of
+        every non-transient field counts)."""
+        return {}
+
+    def state_hash(self, state, out: np.ndarray) -> np.ndarray:
+        """Each episode's canonical 64-bit state hash into ``out`` (uint64[B]; see
+        core/state_hash.py): equal for equal states in any batch position, process or machine.
+        Built from the State fields less ``transient_fields``, trimmed by ``live_counts``
+        (BatchEnv keeps a ``StateHasher`` of its State instead of calling this each step)."""
+        return StateHasher(self, state)(out)
 
     def metrics(self, state) -> dict:
         """The family's own per-episode measures, ``{name: float[B]}`` (the reference's info

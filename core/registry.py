@@ -111,12 +111,16 @@ def consumer_kwargs(env_id: str, make_kwargs: dict | None, max_long_side: int | 
 
 
 def make(env_id: str, num_envs: int = 1, *, max_steps: int | None | str = "default",
-         autoreset: str = "next_step", seed: int | None = None, **overrides) -> BatchEnv:
+         autoreset: str = "next_step", seed: int | None = None, reward: str = "sparse",
+         gamma: float = 1.0, state_hash: bool = True, **overrides) -> BatchEnv:
     """A BatchEnv of ``num_envs`` episodes of ``env_id``.
 
     max_steps: step budget per episode ("default": 20 for easy, 30 for hard; None: no budget).
     autoreset: "next_step" (gymnasium's: an episode that ended is reset by the next step call)
     or "disabled". seed: seeds the episodes drawn when reset() is called without seeds.
+    reward: "sparse" (the reference's) or "progress" (plus potential-based shaping with discount
+    ``gamma``; docs/rl.md). state_hash: put each episode's canonical state hash in
+    info["state_hash"].
     Other keywords override the family's parameters (ValueError naming an unknown or bad one).
     """
     entry = spec(env_id)
@@ -124,4 +128,4 @@ def make(env_id: str, num_envs: int = 1, *, max_steps: int | None | str = "defau
     if max_steps == "default":
         max_steps = entry.default_max_steps
     return BatchEnv(family, num_envs, max_steps=max_steps, autoreset=autoreset, seed=seed,
-                    env_id=env_id)
+                    env_id=env_id, reward=reward, gamma=gamma, state_hash=state_hash)

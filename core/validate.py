@@ -4,12 +4,20 @@ Every check takes the field's name first and returns the value coerced to its de
 a bad value raises ``ValueError("<field>: expected ..., got <value>")``, where the quoted value
 is a short, safe excerpt (a huge or deeply nested value never makes the message itself fail).
 Families, render and bridges all use these, so a user reads the same kind of message everywhere.
+
+Inside ``recording()`` the scalar and vector checks (and ``rule``, a family's note of a constraint
+it checks by hand) also log what they were asked to check: field, kind, bounds or options. Building
+a Params object under it yields the valid ranges of its fields from the checks themselves, which
+is what the difficulty table (bridges/difficulty.py) is made of; outside it they log nothing.
 """
 from __future__ import annotations
 
 import math
 import reprlib
-from typing import Iterable
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -68,8 +76,62 @@ def is_real(value) -> bool:
         value, (bool, np.bool_))
 
 
+# ------------------------------------------------------------------------------ recording
+@dataclass(frozen=True)
+class Check:
+    """One check as it was asked for: ``kind`` is the check's name ("integer", "real",
+    "integers", "reals", "one_of", "boolean", or "rule" for a constraint a family checks by
+    hand, described by ``text``); ``length`` is a vector's; ``optional`` marks
+    ``optional_integer`` (None accepted)."""
+
+    field: str
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    positive: bool = False
+    length: int | None = None
+    options: tuple = ()
+    optional: bool = False
+    text: str = ""
+
+
+# The log of the innermost ``recording()`` in this thread or task (None: not recording). A
+# context variable, so a recording in one thread never sees another thread's checks.
+_RECORDING: ContextVar[list | None] = ContextVar("visgym_validate_recording", default=None)
+
+
+@contextmanager
+def recording() -> Iterator[list[Check]]:
+    """Log every check made in this thread while the block runs: ``with recording() as log:
+    Params()`` leaves one ``Check`` per check call in ``log``, in call order."""
+    log: list[Check] = []
+    token = _RECORDING.set(log)
+    try:
+        yield log
+    finally:
+        _RECORDING.reset(token)
+
+
+def _note(field: str, kind: str, **what) -> None:
+    log = _RECORDING.get()
+    if log is not None:
+        log.append(Check(field, kind, **what))
+
+
+def rule(field: str, text: str) -> None:
+    """Note a constraint on ``field`` that its owner checks by hand (e.g. "odd", "at most
+    max_count"), so a recording shows it beside the field's bounds. Checks nothing."""
+    _note(field, "rule", text=text)
+
+
 def integer(field: str, value, low: int | None = None, high: int | None = None) -> int:
     """An integer in [low, high] (either bound may be None)."""
+    if _RECORDING.get() is not None:   # checks run in hot paths: one read when not recording
+        _note(field, "integer", low=low, high=high)
+    return _integer(field, value, low, high)
+
+
+def _integer(field: str, value, low: int | None, high: int | None) -> int:
     if not is_integer(value):
         raise ValueError(f"{field}: expected an integer, got {describe(value)}")
     value = int(value)
@@ -82,7 +144,9 @@ def integer(field: str, value, low: int | None = None, high: int | None = None) 
 
 def optional_integer(field: str, value, low: int | None = None, high: int | None = None):
     """None, or an integer in [low, high]."""
-    return None if value is None else integer(field, value, low, high)
+    if _RECORDING.get() is not None:
+        _note(field, "integer", low=low, high=high, optional=True)
+    return None if value is None else _integer(field, value, low, high)
 
 
 def real(field: str, value, low: float | None = None, high: float | None = None, *,
@@ -90,6 +154,13 @@ def real(field: str, value, low: float | None = None, high: float | None = None,
     """A finite real number in [low, high]; ``positive`` also demands > 0. Returned as a float,
     or with ``keep_int`` as an int when an integer was given (for values that are shown to a
     user as given, e.g. in a prompt: 10 stays "10", not "10.0")."""
+    if _RECORDING.get() is not None:
+        _note(field, "real", low=low, high=high, positive=positive)
+    return _real(field, value, low, high, positive, keep_int)
+
+
+def _real(field: str, value, low: float | None, high: float | None, positive: bool,
+          keep_int: bool) -> float:
     if not is_real(value):
         raise ValueError(f"{field}: expected a number, got {describe(value)}")
     try:
@@ -119,21 +190,27 @@ def _sequence(field: str, value, length: int, what: str):
 def reals(field: str, value, length: int, low: float | None = None,
           high: float | None = None, *, positive: bool = False) -> tuple[float, ...]:
     """A list/tuple of ``length`` finite reals, each checked as ``real``."""
+    if _RECORDING.get() is not None:
+        _note(field, "reals", low=low, high=high, positive=positive, length=length)
     seq = _sequence(field, value, length, f"a list of {length} numbers")
-    return tuple(real(f"{field}[{k}]", v, low, high, positive=positive)
+    return tuple(_real(f"{field}[{k}]", v, low, high, positive, False)
                  for k, v in enumerate(seq))
 
 
 def integers(field: str, value, length: int, low: int | None = None,
              high: int | None = None) -> tuple[int, ...]:
     """A list/tuple of ``length`` integers, each checked as ``integer``."""
+    if _RECORDING.get() is not None:
+        _note(field, "integers", low=low, high=high, length=length)
     seq = _sequence(field, value, length, f"a list of {length} integers")
-    return tuple(integer(f"{field}[{k}]", v, low, high) for k, v in enumerate(seq))
+    return tuple(_integer(f"{field}[{k}]", v, low, high) for k, v in enumerate(seq))
 
 
 def one_of(field: str, value, options: Iterable):
     """``value`` if it is one of ``options`` (compared by equality, strings exactly)."""
     options = tuple(options)
+    if _RECORDING.get() is not None:
+        _note(field, "one_of", options=options)
     if not isinstance(value, (str, int, float, type(None))) or value not in options:
         raise ValueError(f"{field}: expected one of {options}, got {describe(value)}")
     return value
@@ -141,6 +218,8 @@ def one_of(field: str, value, options: Iterable):
 
 def boolean(field: str, value) -> bool:
     """True or False (a Python or NumPy bool; 0 and 1 are not accepted)."""
+    if _RECORDING.get() is not None:
+        _note(field, "boolean")
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{field}: expected True or False, got {describe(value)}")
     return bool(value)

@@ -89,7 +89,7 @@ from numba import njit
 
 from ..core.family import Family, goal_distance
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, Int32Cast
-from ..core.validate import InitSchema, describe, integer, one_of, real, show_path
+from ..core.validate import InitSchema, describe, integer, one_of, real, rule, show_path
 from ..kernels.colorization import apply_actions, choose_target, colour_errors
 from ..render import blit
 from ..render.atlas import PictureAtlas, PictureStore
@@ -180,6 +180,7 @@ class ColorizationParams:
         if low > high:
             raise ValueError(f"min_brightness, max_brightness: min_brightness ({low}) must not "
                              f"exceed max_brightness ({high})")
+        rule("accuracy_radius", "None: circle_size // 1.75")
         if self.accuracy_radius is not None:
             put("accuracy_radius", real("accuracy_radius", self.accuracy_radius, None, 1e6,
                                         positive=True))

@@ -57,7 +57,7 @@ import numpy as np
 
 from ..core.family import FAMILY_BASE, Family, goal_distance
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntChoice, StopToken
-from ..core.validate import InitSchema, boolean, describe, integer, show_path
+from ..core.validate import InitSchema, boolean, describe, integer, rule, show_path
 from ..kernels import pointing as kernels
 from .assets import coco
 from .assets import scenes as scene_lib
@@ -120,6 +120,8 @@ class CountingParams:
         set_ = object.__setattr__
         set_(self, "max_count", integer("max_count", self.max_count, 0, 10_000))
         set_(self, "min_count", integer("min_count", self.min_count, 0, self.max_count))
+        rule("min_count", "at most max_count")
+        rule("max_count", f"at most {MAX_SCENE_COUNT} on the built-in scenes (no LVIS data)")
         set_(self, "radius", integer("radius", self.radius, 0, 64))
         set_(self, "annotation_file", path_param("annotation_file", self.annotation_file))
         set_(self, "sample_dir", path_param("sample_dir", self.sample_dir))
@@ -184,6 +186,10 @@ class Counting(PointingBase, Family):
                       "undo a dot first.",)
     solver_strategies = SOLVER_STRATEGIES
     data_dir_keyword = "sample_dir"
+
+
+    def live_counts(self, state) -> dict:
+        return {**super().live_counts(state), "dots": state.n_dots}
 
     def __init__(self, params: CountingParams):
         self.grammar = _grammar(params.max_count)

@@ -365,6 +365,10 @@ def action_string(code: int, units) -> str:
 class FetchBase(Family):
     """Everything the two Fetch families share; subclasses set the scene and the task."""
 
+    # Redraw bookkeeping, and the geometry the frames are drawn from (a function of ``phys``):
+    # not part of state_hash.
+    transient_fields = ("moved", "geom_xpos", "geom_xmat")
+
     # Set by subclasses.
     xml_name = ""
     base_x = 0.0

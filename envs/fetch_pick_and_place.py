@@ -71,6 +71,7 @@ class FetchPickAndPlace(FetchBase):
         "easy": FetchParams(distance_threshold=0.05, camera_jitter_lookat=0.2),
         "hard": FetchParams(distance_threshold=0.05, camera_jitter_lookat=0.2),
     }
+    difficulty_knobs = ("distance_threshold",)   # the presets differ in the step budget only
     grammar = Grammar([MOVE_SPEC, ActionSpec("gripper", IntChoice(2)), STOP])
     solver_strategies = ("staged",)
     xml_name = "pick_and_place.xml"

@@ -54,6 +54,7 @@ class FetchReach(FetchBase):
     # front view (4: the floor drawn last); a pixel where two parts tie can change
     Params = FetchParams
     presets = {"easy": FetchParams(), "hard": FetchParams()}
+    difficulty_knobs = ("distance_threshold",)   # the presets differ in the step budget only
     grammar = Grammar([MOVE_SPEC, STOP])
     solver_strategies = ("greedy",)
     xml_name = "reach.xml"

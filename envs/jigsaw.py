@@ -70,7 +70,7 @@ import numpy as np
 
 from ..core.family import Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntArray, Permutation
-from ..core.validate import InitSchema, describe, integer, integers
+from ..core.validate import InitSchema, describe, integer, integers, rule
 from ..kernels.jigsaw import apply_moves
 from ..render import blit, resample
 from ..render.atlas import PictureAtlas, PictureStore, changed_rows
@@ -105,6 +105,8 @@ class JigsawParams:
     def __post_init__(self):
         rows = integer("num_rows", self.num_rows, 1, MAX_GRID)
         cols = integer("num_cols", self.num_cols, 1, MAX_GRID)
+        for name in ("num_rows", "num_cols"):
+            rule(name, "num_rows x num_cols >= 2")
         if rows * cols < 2:
             raise ValueError(f"num_rows, num_cols: a jigsaw needs at least 2 pieces, got "
                              f"{rows}x{cols}")
@@ -181,6 +183,7 @@ class JigsawWorkspace(NamedTuple):
 # --------------------------------------------------------------------------- the family
 class Jigsaw(Family):
     name = "jigsaw"
+    transient_fields = ("changed",)   # redraw bookkeeping (state_hash)
     Params = JigsawParams
     presets = {"easy": JigsawParams(2, 2), "hard": JigsawParams(3, 3)}
     grammar = _grammar(2, 2)   # the instance's own, for its grid, is set in __init__

@@ -68,8 +68,8 @@ import numpy as np
 from ..core.family import Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, FloatVector, Grammar
 from ..core.validate import InitSchema, check_with, describe, real, reals
-from ..kernels.pose2d import (aligned_poses, plan_random_split, plan_unit_first, sample_poses,
-                              step_pose_moves)
+from ..kernels.pose2d import (aligned_poses, plan_random_split, plan_unit_first, pose_excess,
+                              sample_poses, step_pose_moves)
 from ..kernels.strokes import dash_pieces, dirty_tiles, segment_endpoints, tile_strokes
 from ..render import raster, tiles as tile_blit
 
@@ -215,6 +215,7 @@ DEFAULT_NUM_STEPS = 5
 
 class MatchstickRotation(Family):
     name = "matchstick_rotation"
+    transient_fields = ("prev_mid", "prev_ang")   # redraw bookkeeping (state_hash)
     Params = MatchstickRotationParams
     presets = {"easy": MatchstickRotationParams(pos_tolerance=10, ang_tolerance=15),
                "hard": MatchstickRotationParams(pos_tolerance=5, ang_tolerance=10)}
@@ -323,6 +324,18 @@ class MatchstickRotation(Family):
         aligned_poses(state.scale, state.target_mid, state.target_ang, state.mid, state.ang,
                       self._pos_tol, self._ang_tol, out)
         return out
+
+    def potential(self, state, out) -> None:
+        """Proxy: how far the stick lies outside the success region, in tolerances: the
+        midpoint distance in canvas px beyond ``pos_tolerance``, divided by ``pos_tolerance``,
+        plus the heading error (degrees, modulo 180) beyond ``ang_tolerance``, divided by
+        ``ang_tolerance`` (a tolerance of 0 divides by 1 px or 1 degree). Unit: tolerances
+        (dimensionless). 0 exactly on success, positive elsewhere, continuous across the
+        success boundary. Not the exact remaining count: a single move with the right
+        [dx, dy, dtheta] always reaches the target (it lies inside the canvas, where moves
+        clip), so that count is 1 for every misaligned pose and says nothing about progress."""
+        pose_excess(state.scale, state.target_mid, state.target_ang, state.mid, state.ang,
+                    self._pos_tol, self._ang_tol, out)
 
     def goal_state(self, state):
         """The pose the default solver (unit_first, 5 steps) ends in, as the reference's

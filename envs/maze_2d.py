@@ -32,8 +32,8 @@ from numba import njit
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntChoice
-from ..core.validate import InitSchema, describe, int_grid, integer, is_integer
-from ..kernels.grid import generate_mazes, solve_mazes, step_moves
+from ..core.validate import InitSchema, describe, int_grid, integer, is_integer, rule
+from ..kernels.grid import generate_mazes, maze_distances, solve_mazes, step_moves
 from ..render import tiles as tile_render
 
 CELL_PX = 25
@@ -76,6 +76,7 @@ class Maze2DParams:
 
     def __post_init__(self):
         for name in ("maze_width", "maze_height"):
+            rule(name, "odd")
             object.__setattr__(self, name, check_maze_side(name, getattr(self, name)))
 
 
@@ -96,7 +97,7 @@ def _tile_atlas() -> np.ndarray:
     return tiles
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _tilemaps(walls, agent, target, rows, out):
     for k in range(rows.shape[0]):
         b = rows[k]
@@ -107,7 +108,7 @@ def _tilemaps(walls, agent, target, rows, out):
         out[k, agent[b, 0], agent[b, 1]] += AGENT_OFFSET
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dirty_cells(walls, agent, prev_agent, target, ids, xs, ys):
     """Two tile blits per episode: the cell the agent left (without disc), then its cell now."""
     for b in range(agent.shape[0]):
@@ -203,6 +204,7 @@ MOVE_ACTIONS = tuple(f"('move', {d})" for d in range(4))
 
 class Maze2D(Family):
     name = "maze_2d"
+    transient_fields = ("prev_agent",)   # redraw bookkeeping (state_hash)
     Params = Maze2DParams
     presets = {"easy": Maze2DParams(9, 9), "hard": Maze2DParams(11, 11)}
     grammar = Grammar([ActionSpec("move", IntChoice(4)), STOP])
@@ -259,6 +261,17 @@ class Maze2D(Family):
 
     def is_success(self, state) -> np.ndarray:
         return (state.agent == state.target).all(axis=1)
+
+    def potential(self, state, out) -> None:
+        """Exact: the fewest ``move`` actions (one cell each) that take the agent to the target
+        through the maze, by breadth-first search from the agent's cell (the final stop is not
+        counted), so it equals the bfs solver's plan length minus its stop and falls by exactly
+        1 per optimal step. Unit: actions. 0 exactly on the target. A loaded maze whose target
+        cannot be reached gets height x width, more than any reachable distance."""
+        height, width = self.shape
+        # The kernel reads the wall map by flat index (a view when already contiguous).
+        maze_distances(np.ascontiguousarray(state.walls), state.agent, state.target,
+                       height * width, out)
 
     def goal_state(self, state):
         state.agent[:] = state.target

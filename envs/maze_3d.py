@@ -58,11 +58,11 @@ from numba import njit
 
 from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar, IntChoice
-from ..core.validate import describe, integer, integers, is_integer, one_of
+from ..core.validate import describe, integer, integers, is_integer, one_of, rule
 from ..core.seeding import next_seeds
 from ..kernels.grid import generate_mazes
-from ..kernels.grid_heading import (FWD_DCOL, FWD_DROW, initial_headings, plan_batch,
-                                    step_heading)
+from ..kernels.grid_heading import (FWD_DCOL, FWD_DROW, heading_distances, initial_headings,
+                                    plan_batch, step_heading)
 from ..render import camera, raster3d
 from .maze_2d import check_maze_side, maze_init_state, maze_schema
 
@@ -111,9 +111,11 @@ class Maze3DParams:
 
     def __post_init__(self):
         for name in ("maze_width", "maze_height"):
+            rule(name, "odd")
             object.__setattr__(self, name, check_maze_side(name, getattr(self, name)))
         object.__setattr__(self, "render_size",
                            integers("render_size", self.render_size, 2, 8, 8192))
+        rule("max_plan_steps", "at least maze_width + maze_height - 4; None: no limit")
         if self.max_plan_steps is not None:
             limit = integer("max_plan_steps", self.max_plan_steps, 1, 2**31 - 1)
             # Corner to opposite corner takes (H-3)+(W-3) moves, at least one turn and a stop:
@@ -222,7 +224,7 @@ _FLOOR_UV = np.array([[0.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
 _CEILING_UV = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _build_scenes(walls, agent, heading, target, rows, proj, tan_half_x, qmax, with_mesh,
                   wall_uv, floor_uv, ceiling_uv, verts, uvs, tris, face_tex, tri_count,
                   view_proj, sphere_model, light_dir, eye, forward):
@@ -362,7 +364,7 @@ def _build_scenes(walls, agent, heading, target, rows, proj, tan_half_x, qmax, w
         tri_count[k] = 2 * q
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _changed_rows(changed, out):
     n = 0
     for b in range(changed.shape[0]):
@@ -413,6 +415,7 @@ def _heading(field: str, value) -> int:
 
 class Maze3D(Family):
     name = "maze_3d"
+    transient_fields = ("changed",)   # redraw bookkeeping (state_hash)
     Params = Maze3DParams
     presets = {"easy": Maze3DParams(7, 7, max_plan_steps=20),
                "hard": Maze3DParams(9, 9, max_plan_steps=30)}
@@ -520,6 +523,18 @@ class Maze3D(Family):
 
     def is_success(self, state) -> np.ndarray:
         return (state.agent == state.target).all(axis=1)
+
+    def potential(self, state, out) -> None:
+        """Exact: the fewest actions (a ``move`` one cell forward, or one ``turn`` left, right
+        or around, each costing 1) that bring the walker from its cell and heading onto the
+        target cell, in any heading: breadth-first search over (cell, heading), the same search
+        as the bfs solver, so it equals the solver's unpadded plan length minus its stop and
+        falls by exactly 1 per optimal step. Unit: actions. 0 exactly on the target. A loaded
+        maze whose target cannot be reached gets 4 x height x width, more than any reachable
+        count."""
+        height, width = self.shape
+        heading_distances(state.walls, state.agent, state.heading, state.target,
+                          4 * height * width, out)
 
     def goal_state(self, state):
         _, plan_len, end = self._plans(state, np.arange(state.agent.shape[0]))

@@ -179,6 +179,7 @@ def solver_plan(secret: float, agent: float, tolerance: float, num_steps: int | 
 
 class MentalRotation2D(Family):
     name = "mental_rotation_2d"
+    transient_fields = ("changed",)   # redraw bookkeeping (state_hash)
     Params = MentalRotation2DParams
     presets = {"easy": MentalRotation2DParams(tolerance=10.0),
                "hard": MentalRotation2DParams(tolerance=5.0)}

@@ -153,9 +153,14 @@ def _rotation(field: str, value) -> np.ndarray:
 
 class MentalRotation3DCube(Family):
     name = "mental_rotation_3d_cube"
+    transient_fields = ("changed",)   # redraw bookkeeping (state_hash)
+
+    def live_counts(self, state) -> dict:
+        return {"cells": state.n_cells}
     Params = MentalRotation3DCubeParams
     presets = {"easy": MentalRotation3DCubeParams(num_segments=4, action_frame="world"),
                "hard": MentalRotation3DCubeParams(num_segments=6, action_frame="world")}
+    difficulty_knobs = ("angle_tol",)   # the success tolerance, the same 10 degrees in both
     # [dyaw, dpitch, droll] degrees, float32 (the reference's Box), each in [-180, 180].
     grammar = Grammar([ActionSpec("rotate", FloatVector(3, -180.0, 180.0, float32=True,
                                                         decimals=1)), STOP])

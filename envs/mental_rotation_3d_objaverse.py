@@ -267,6 +267,7 @@ def apply_payloads(rot, payloads, world: bool) -> np.ndarray:
 
 class MentalRotation3DObjaverse(Family):
     name = "mental_rotation_3d_objaverse"
+    transient_fields = ("changed",)   # redraw bookkeeping (state_hash)
     Params = MentalRotation3DObjaverseParams
     presets = {"easy": MentalRotation3DObjaverseParams(tolerance=15.0, action_frame="world"),
                "hard": MentalRotation3DObjaverseParams(tolerance=5.0, action_frame="world")}

@@ -72,7 +72,7 @@ import numpy as np
 from ..core import threads
 from ..core.family import FAMILY_BASE, Family, goal_distance
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
-from ..core.validate import InitSchema, describe, integer, integers
+from ..core.validate import InitSchema, describe, integer, integers, rule
 from ..kernels.patch_reassembly import (ACT_PLACE, extents, fill_boards, generate_puzzles,
                                         render_full, render_moved, step_pieces)
 from ..kernels.patch_reassembly_solver import SEARCH_BUDGET, solve_puzzles
@@ -188,6 +188,7 @@ class PatchReassemblyParams:
         rows, cols = integers("grid_size", self.grid_size, 2, 1, MAX_SIDE)
         object.__setattr__(self, "grid_size", (rows, cols))
         patches = integer("num_patches", self.num_patches, 1, MAX_PATCHES)
+        rule("num_patches", "at most grid_size rows x cols")
         if patches > rows * cols:
             # Either keyword may be the one to change: the message names both.
             raise ValueError(f"num_patches: {patches} patches do not fit a grid_size of "
@@ -283,6 +284,7 @@ def _pair(field: str, value) -> tuple[int, int]:
 # --------------------------------------------------------------------------- the family
 class PatchReassembly(Family):
     name = "patch_reassembly"
+    transient_fields = ("moved", "moved_from")   # redraw bookkeeping (state_hash)
     Params = PatchReassemblyParams
     presets = {"easy": PatchReassemblyParams((6, 6), 5),
                "hard": PatchReassemblyParams((8, 8), 6)}

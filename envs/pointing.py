@@ -124,6 +124,13 @@ class PointingBase:
 
     scene_mode: bool
     capacity: tuple[int, int]
+    transient_fields = ("changed", "removed")   # redraw bookkeeping (state_hash)
+
+    def live_counts(self, state) -> dict:
+        """The scene's objects up to its count (the family adds its own padded fields)."""
+        n = state.scene_n
+        return {f"scene_{name}": n for name in ("cat", "colour", "rgb", "cx", "cy", "size",
+                                                "angle")}
 
     def _init_scene_pictures(self, name: str) -> None:
         """The scene source's pictures: every background variant at every canvas size (key

@@ -132,9 +132,14 @@ class ReferringDotPointing(PointingBase, Family):
     name = "referring_dot_pointing"
     Params = ReferringParams
     presets = {"easy": ReferringParams(), "hard": ReferringParams()}
+    difficulty_knobs = ("accept_any_same_category",)   # the presets differ in the step budget only
     grammar = GRAMMAR
     solver_strategies = ("mark",)
     data_dir_keyword = "sample_dir"
+
+
+    def live_counts(self, state) -> dict:
+        return {**super().live_counts(state), "dot": state.has_dot}
 
     def __init__(self, params: ReferringParams):
         super().__init__(params)

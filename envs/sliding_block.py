@@ -64,8 +64,8 @@ from ..core.family import FAMILY_BASE, Family
 from ..core.grammar import STOP, STOP_ACTION, ActionSpec, Grammar
 from ..core.validate import (InitSchema, boolean, check_with, describe, integer, integers,
                              is_integer, mapping)
-from ..kernels.blocks import (DIR_DCOL, DIR_DROW, PLAN_TOO_LONG, fill_board, scramble_layouts,
-                              solve_layouts, step_slides)
+from ..kernels.blocks import (DIR_DCOL, DIR_DROW, PLAN_TOO_LONG, fill_board, layout_distances,
+                              scramble_layouts, solve_layouts, step_slides)
 from ..render import labels
 from ..render import tiles as tile_render
 
@@ -212,12 +212,12 @@ class SlidingBlockState(NamedTuple):
 
 
 # --------------------------------------------------------------------------- frame composition
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _occupied(board, r, c):
     return 0 <= r < board.shape[0] and 0 <= c < board.shape[1] and board[r, c] != 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _cell_tile(board, pos, size, tile_base, r, c):
     """Tile of cell (r, c): a block's own cell, or the empty tile showing the 1-px outline spill
     of its neighbours (bits 0-3: block above, right, below, left; bits 4-7: a block at any of the
@@ -238,7 +238,7 @@ def _cell_tile(board, pos, size, tile_base, r, c):
     return mask
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _board_cells(board, pos, target_pos, size, tile_base, rows, ids, xs, ys):
     """Tile id and pixel position of all 40 cells (target board, then current) of each row."""
     target_board = np.zeros(board.shape[1:], np.int64)
@@ -257,7 +257,7 @@ def _board_cells(board, pos, target_pos, size, tile_base, rows, ids, xs, ys):
                 n += 2
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _moved_cells(board, pos, size, tile_base, last_block, last_dir, idx, ids, xs, ys):
     """The cells of the current board that the last step changed: the union of the moved
     block's old and new footprints (at most 3x2 cells) and every empty cell outside it, whose
@@ -452,6 +452,7 @@ def _layout_dict(pos) -> dict:
 # --------------------------------------------------------------------------- the family
 class SlidingBlock(Family):
     name = "sliding_block"
+    transient_fields = ("last_block", "last_dir")   # redraw bookkeeping (state_hash)
     Params = SlidingBlockParams
     presets = {"easy": SlidingBlockParams(30), "hard": SlidingBlockParams(90)}
     grammar = Grammar([
@@ -547,6 +548,15 @@ class SlidingBlock(Family):
 
     def is_success(self, state) -> np.ndarray:
         return (state.pos == state.target_pos).all(axis=(1, 2))
+
+    def potential(self, state, out) -> None:
+        """Proxy, admissible: the sum over the ten blocks of the Manhattan distance (in cells)
+        from each block's current top-left cell to its target one. Unit: moves (one block, one
+        cell), a lower bound on the fewest moves left, since a move changes the sum by exactly
+        1. 0 exactly when every block is at its target (success). Not the exact remaining
+        count: that is the bfs solver's breadth-first search over layouts, about 2 ms per hard
+        episode (~0.5 s for 256), against ~0.1 ms for a whole step of 256 episodes."""
+        layout_distances(state.pos, state.target_pos, out)
 
     def goal_state(self, state):
         state.pos[:] = state.target_pos

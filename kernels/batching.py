@@ -18,8 +18,8 @@ def row_kernel(rows_arg: int):
     """Decorator: ``rows_arg`` is the position of the ``rows`` array among the arguments."""
 
     def wrap(func):
-        serial = njit(cache=True)(renamed(func, "__serial"))
-        parallel = njit(cache=True, parallel=True)(renamed(func, "__parallel"))
+        serial = njit(cache=True, nogil=True)(renamed(func, "__serial"))
+        parallel = njit(cache=True, nogil=True, parallel=True)(renamed(func, "__parallel"))
 
         @functools.wraps(func)
         def call(*args):

@@ -1,6 +1,7 @@
 """Batched kernels for puzzles of labelled rectangular blocks that slide one cell at a time on a
 small grid (Klotski-style boards): legal-move tests, the scramble that generates goal layouts,
-the step, and a breadth-first solver with detour padding (Numba).
+the step, a breadth-first solver with detour padding, and the block-distance sum that bounds
+the solver's plan length from below (Numba).
 
 Nothing here knows a family by name. A layout is ``pos`` (n, 2): the top-left (row, col) of each
 block, with constant block sizes ``size`` (n, 2); block k has id k + 1 and ``board`` (H, W) holds
@@ -29,7 +30,7 @@ PLAN_TOO_LONG = -2   # the plan does not fit the caller's buffer: call again wit
 
 
 # --------------------------------------------------------------------------- single layouts
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def fill_board(pos, size, board):
     """Write the ids of layout ``pos`` into ``board`` (H, W)."""
     board[:, :] = 0
@@ -41,7 +42,7 @@ def fill_board(pos, size, board):
                 board[r + i, c + j] = k + 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def can_slide(board, pos, size, k, d):
     """Can block k move one cell in direction d?"""
     h = size[k, 0]
@@ -58,7 +59,7 @@ def can_slide(board, pos, size, k, d):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def slide(board, pos, size, k, d):
     """Move block k one cell in direction d (the caller checked ``can_slide``)."""
     h = size[k, 0]
@@ -77,7 +78,7 @@ def slide(board, pos, size, k, d):
     pos[k, 1] = c
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _valid_moves(board, pos, size, out):
     """Legal moves as k * 4 + d, ids ascending then directions 0..3; return their number."""
     n = 0
@@ -90,7 +91,7 @@ def _valid_moves(board, pos, size, out):
 
 
 # --------------------------------------------------------------------------- generation
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _scramble_one(pos, size, board, start, key_block, n_key, n_walk, n_spread, s):
     """Scramble ``pos`` (starting at ``start``) in place by the three phases of the spec (3):
     key-block moves, a random walk without immediate reversals, then one move for each block
@@ -175,7 +176,7 @@ def scramble_layouts(start, size, height, width, key_block, n_key, n_walk, n_spr
 
 
 # --------------------------------------------------------------------------- stepping
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def step_slides(board, pos, size, moves, last_block, last_dir, ints, rows, fail_base, feedback):
     """The moves of one step, in place, for the rows where ``rows`` is true (the step template
     in core handles errors and stop).
@@ -203,7 +204,7 @@ def step_slides(board, pos, size, moves, last_block, last_dir, ints, rows, fail_
 
 
 # --------------------------------------------------------------------------- solver
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pack_layout(pos, width, bits):
     """A layout as one integer: block k's top-left cell index in bits [k * bits, (k+1) * bits)."""
     key = np.uint64(0)
@@ -213,7 +214,7 @@ def pack_layout(pos, width, bits):
     return key
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _unpack_layout(key, width, bits, pos):
     cell_mask = (np.uint64(1) << np.uint64(bits)) - np.uint64(1)
     for k in range(pos.shape[0]):
@@ -222,7 +223,7 @@ def _unpack_layout(key, width, bits, pos):
         pos[k, 1] = cell % width
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def shortest_slides(start, target, size, height, width, bits, max_states, out_moves):
     """Breadth-first search from layout ``start`` to layout ``target`` (the reference's order:
     FIFO queue, ids ascending then directions 0..3, goal tested when a successor is generated),
@@ -308,7 +309,7 @@ def shortest_slides(start, target, size, height, width, bits, max_states, out_mo
     return length
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _reverse(m):
     return (m // 4) * 4 + (m % 4 + 2) % 4
 
@@ -381,3 +382,18 @@ def solve_layouts(pos, target_pos, size, height, width, bits, max_states, rows, 
                 plans[i, out] = path[t]
                 out += 1
         plan_len[i] = out
+
+
+# --------------------------------------------------------------------------- measures
+@njit(cache=True, nogil=True)
+def layout_distances(pos, target_pos, out):
+    """out[b] = the sum over blocks of the Manhattan distance (in cells) between each block's
+    top-left cell in ``pos[b]`` and in ``target_pos[b]``. A move slides one block one cell, so
+    it changes this sum by exactly 1 either way: the sum never exceeds the fewest moves to the
+    target layout (an admissible bound), and it is 0 exactly when the layouts are equal."""
+    for b in range(pos.shape[0]):
+        total = 0
+        for k in range(pos.shape[1]):
+            total += abs(np.int64(pos[b, k, 0]) - np.int64(target_pos[b, k, 0]))
+            total += abs(np.int64(pos[b, k, 1]) - np.int64(target_pos[b, k, 1]))
+        out[b] = total

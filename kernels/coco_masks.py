@@ -35,13 +35,13 @@ MAX_COORD = 1_000_000.0
 _INT_MIN = -2147483648
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _c_int(v):
     """C's ``(int)`` of a double in range: truncation toward zero."""
     return np.int64(v)  # numba truncates toward zero like C
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def poly_counts(xy, h, w):
     """COCO counts (int64) of one polygon ``xy`` = [x0, y0, x1, y1, ...] (float64, an odd last
     coordinate is ignored as pycocotools does) rasterised at h x w, exactly as ``rleFrPoly``."""
@@ -152,7 +152,7 @@ def poly_counts(xy, h, w):
     return b[:nb].copy()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def string_counts(s, limit):
     """Counts of a compressed RLE string given as uint8 codes (``rleFrString``). Returns
     (counts int64, error) where error is 0 when fine, 1 for a character outside 48..111, 2 for a
@@ -187,7 +187,7 @@ def string_counts(s, limit):
     return cnts[:m].copy(), 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def counts_area(counts):
     """Pixels set by one run-length list (the sum of its odd runs)."""
     a = np.int64(0)
@@ -196,7 +196,7 @@ def counts_area(counts):
     return a
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def paint_counts(flat, counts):
     """OR one run-length list into a flat column-major bool buffer (runs past its end are cut,
     where C would write out of bounds)."""
@@ -211,7 +211,7 @@ def paint_counts(flat, counts):
         pos += c
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def polygons_flat(coords, poly_offsets, p0, p1, h, w):
     """Union of polygons p0..p1-1 (rows of the CSR ``poly_offsets`` into ``coords``) as a flat
     column-major bool buffer of h * w."""
@@ -222,7 +222,7 @@ def polygons_flat(coords, poly_offsets, p0, p1, h, w):
     return flat
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def polygons_area_positive(coords, poly_offsets, p0, p1, h, w):
     """Whether the union of polygons p0..p1-1 has any pixel (from run lengths, no decode)."""
     for p in range(p0, p1):
@@ -232,7 +232,7 @@ def polygons_area_positive(coords, poly_offsets, p0, p1, h, w):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def flat_centre(flat, h):
     """(pixel count, sum of columns, sum of rows) of a flat column-major mask of height h."""
     n = np.int64(0)
@@ -251,7 +251,7 @@ def flat_to_mask(flat: np.ndarray, h: int, w: int) -> np.ndarray:
     return np.ascontiguousarray(flat.reshape(w, h).T)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def walk_lengths(coords, poly_offsets, seg_offsets, kinds, poly_kind):
     """Per annotation: the unit steps ``poly_counts`` walks over all its polygons (the sum over
     edges of max(|dx|, |dy|) + 1 at 5x scale), 0 for annotations of another kind. Lets a loader

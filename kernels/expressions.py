@@ -41,7 +41,7 @@ def _as_float(is_int, ival, fval):
     return float(ival) if is_int else fval
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _float_pow(x, y):
     """Python's float ** float: (ok, value)."""
     if y == 0.0:
@@ -60,7 +60,7 @@ def _float_pow(x, y):
     return True, r
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _float_floordiv(x, y):
     """Python's float // float for y != 0."""
     mod = np.fmod(x, y)
@@ -75,7 +75,7 @@ def _float_floordiv(x, y):
     return math.copysign(0.0, x / y)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _binary(op, a_int, ai, af, b_int, bi, bf):
     """(ok, is_int, ival, fval) of a <op> b with Python's semantics."""
     if op == _OP_ADD or op == _OP_SUB:
@@ -150,7 +150,7 @@ def _binary(op, a_int, ai, af, b_int, bi, bf):
     return ok, False, 0, r
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _reduce(op, v_int, v_i, v_f, top):
     """Apply operator ``op`` to the value stack; return (ok, new top)."""
     if op == _OP_NEG or op == _OP_POS:
@@ -174,7 +174,7 @@ def _reduce(op, v_int, v_i, v_f, top):
     return ok, top - 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _eval_side(sym, lo, hi, v_int, v_i, v_f, ops):
     """Evaluate sym[lo:hi] as a Python expression: (ok, is_int, ival, fval)."""
     top = 0
@@ -257,7 +257,7 @@ def _eval_side(sym, lo, hi, v_int, v_i, v_f, ops):
     return True, v_int[0], v_i[0], v_f[0]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def is_correct(sym, n, v_int, v_i, v_f, ops):
     """True if the equation sym[:n] is correct; the stacks come from ``scratch()``."""
     eq = -1
@@ -286,7 +286,7 @@ def scratch():
             np.zeros(MAX_SYMBOLS, np.float64), np.zeros(MAX_SYMBOLS, np.int64))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def equation_correct(sym, n):
     """True if the equation sym[:n] is correct (two sides, equal within 1e-6)."""
     v_int, v_i, v_f, ops = scratch()

@@ -283,7 +283,7 @@ class CpuStepper:
 # ---------------------------------------------------------------------------------------------
 # episode sampling (Numba, one random stream per episode)
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sample_episodes(seeds, rows, initial_grip, height_offset, has_object, goal_range,
                     object_range, object_min_dist, air_prob, air_height, jitter, cam_default,
                     cam_jitter, goal, object_xy, camera):
@@ -325,7 +325,7 @@ def sample_episodes(seeds, rows, initial_grip, height_offset, has_object, goal_r
 # ---------------------------------------------------------------------------------------------
 # the discrete action -> controls of one control step (Numba)
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def apply_actions(kind, floats, ints, rows, move_kind, phys, ofs_qpos, ofs_ctrl, ofs_mocap_pos,
                   ofs_mocap_quat, actuator_qpos, link_pos, link_quat, gripper_cmd, feedback,
                   simulate):
@@ -362,7 +362,7 @@ def apply_actions(kind, floats, ints, rows, move_kind, phys, ofs_qpos, ofs_ctrl,
         simulate[b] = True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def within(points, goal, threshold, out):
     """out[b] = |points[b] - goal[b]| < threshold (strictly)."""
     for b in range(points.shape[0]):
@@ -427,7 +427,7 @@ def _units(error):
     return np.int64(np.floor(v * PAYLOAD_GRID + 0.5))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def proportional_reach_actions(grip, goal, radius, threshold, stall, prev, active, codes, units):
     """The reach oracle: stop once the grip is within ``radius`` of the goal, or within
     ``threshold`` with the last move gaining less than ``stall`` (a goal below the lowest grip
@@ -472,7 +472,7 @@ def _sweeps_cube(ex, ey, grip_z, obj_z, ux, uy, uz, inner, outer):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _path_sweeps_cube(ex, ey, grip_z, obj_z, grasp_z, inner, outer):
     """Would a finger pass through the cube on the way from here to the grasp pose, going
     straight down to ``grasp_z`` while closing the xy error (ex, ey) as the approach does
@@ -491,7 +491,7 @@ def _path_sweeps_cube(ex, ey, grip_z, obj_z, grasp_z, inner, outer):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def staged_grasp_actions(grip, obj, goal, fingers, gripper_cmd, rest_z, stage, active, codes,
                          units):
     """One step of the pick-and-place oracle for the active rows (stop rows are decided by the

@@ -24,7 +24,7 @@ STREAM_GENERATE = np.uint64(1)
 STREAM_SOLVER = np.uint64(2)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _wilson_one(walls, s):
     """Carve a uniform spanning-tree maze into ``walls`` (H, W) in place; return the RNG state."""
     height, width = walls.shape
@@ -116,7 +116,7 @@ def try_move(walls, agent, d_row, d_col):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def step_moves(walls, agent, prev_agent, ints, rows, wall_code, feedback):
     """The moves of one maze_2d step, in place, for the rows where ``rows`` is true (valid
     moves: the step template in core handles errors and stop). A move into a wall sets
@@ -132,7 +132,7 @@ def step_moves(walls, agent, prev_agent, ints, rows, wall_code, feedback):
             feedback[b] = wall_code
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def shortest_path_dirs(walls, start_r, start_c, goal_r, goal_c, out_dirs):
     """BFS over floor cells (expansion order up, down, left, right, as the reference); write the
     move directions of the shortest path into ``out_dirs``; return its length, or -1 if the goal
@@ -239,3 +239,51 @@ def solve_mazes(walls, agent, target, rows, seeds, num_steps, plans, plan_len):
                 plans[k, pos] = path_dirs[i]
                 pos += 1
         plan_len[k] = pos
+
+
+@njit(cache=True, nogil=True)
+def maze_distances(walls, agent, target, unreachable, out):
+    """out[b] = the fewest one-cell moves that take ``agent[b]`` to ``target[b]`` through the
+    floor cells of ``walls[b]`` (breadth-first, level by level, stopped when the target is
+    reached), or ``unreachable`` when the target cannot be reached. Relies on the maze
+    convention above (outer ring wall, so a floor cell's four neighbours are its flat index
+    +-1 and +-width); ``walls`` must be C-contiguous. A pure function of each row: rows share
+    scratch only through a per-row stamp, so no row sees another's search."""
+    nrows = walls.shape[0]
+    width = walls.shape[2]
+    ncells = walls.shape[1] * width
+    flat = walls.reshape(nrows, ncells)
+    # seen[c] == b + 1 marks cell c as reached in row b's search: one allocation per call, and
+    # no clearing between rows.
+    seen = np.zeros(ncells, np.int64)
+    queue = np.empty(ncells, np.int64)
+    for b in range(nrows):
+        start = agent[b, 0] * width + agent[b, 1]
+        goal = target[b, 0] * width + target[b, 1]
+        if start == goal:
+            out[b] = 0
+            continue
+        stamp = b + 1
+        seen[start] = stamp
+        queue[0] = start
+        head = 0
+        tail = 1
+        level = 0
+        found = -1
+        while head < tail and found < 0:
+            level += 1
+            layer_end = tail
+            while head < layer_end and found < 0:
+                cur = queue[head]
+                head += 1
+                for offset in (1, -1, width, -width):
+                    nxt = cur + offset
+                    if nxt < 0 or nxt >= ncells or flat[b, nxt] != 0 or seen[nxt] == stamp:
+                        continue
+                    if nxt == goal:
+                        found = level
+                        break
+                    seen[nxt] = stamp
+                    queue[tail] = nxt
+                    tail += 1
+        out[b] = found if found >= 0 else unreachable

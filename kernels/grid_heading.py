@@ -30,7 +30,7 @@ STREAM_HEADING = np.uint64(3)
 STREAM_PADDING = np.uint64(4)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _target_in_line(walls, r, c, d, tr, tc):
     """True if the target lies straight ahead of (r, c) along heading d with only floor cells
     strictly between them."""
@@ -47,7 +47,7 @@ def _target_in_line(walls, r, c, d, tr, tc):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _wall_distance(walls, r, c, d):
     """Cells from (r, c) to the first wall (or the map edge) along heading d."""
     height, width = walls.shape
@@ -98,7 +98,7 @@ def initial_headings(walls, agent, target, heading, rows, seeds):
             heading[b] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def step_heading(walls, agent, heading, kind, ints, rows, move_kind, turn_kind, wall_code,
                  feedback, changed):
     """The moves and turns of one step, in place, for the rows where ``rows`` is true (the step
@@ -121,7 +121,7 @@ def step_heading(walls, agent, heading, kind, ints, rows, move_kind, turn_kind, 
             changed[b] = True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def plan_actions(walls, start_r, start_c, start_d, goal_r, goal_c, out):
     """Breadth-first search over (cell, heading) with unit-cost actions (move, turn left, turn
     right, turn around, tried in that order): the fewest actions that bring the walker onto the
@@ -223,3 +223,59 @@ def plan_batch(walls, agent, heading, target, rows, seeds, num_steps, plans, pla
                 plans[k, pos] = path[i]
                 pos += 1
         plan_len[k] = pos
+
+
+@njit(cache=True, nogil=True)
+def heading_distances(walls, agent, heading, target, unreachable, out):
+    """out[b] = the fewest unit-cost actions (move forward, turn left, right or around) that
+    bring the walker at ``agent[b]`` facing ``heading[b]`` onto the cell ``target[b]``, in any
+    heading: the length of ``plan_actions``' plan, by the same breadth-first search over
+    (cell, heading) without the path. 0 on the target; ``unreachable`` when it cannot be
+    reached. Rows share scratch only through a per-row stamp, so each value is a function of
+    its own row."""
+    height = walls.shape[1]
+    width = walls.shape[2]
+    nstates = height * width * 4
+    seen = np.zeros(nstates, np.int64)
+    dist = np.empty(nstates, np.int64)
+    queue = np.empty(nstates, np.int64)
+    for b in range(agent.shape[0]):
+        goal_cell = target[b, 0] * width + target[b, 1]
+        start_cell = agent[b, 0] * width + agent[b, 1]
+        if start_cell == goal_cell:
+            out[b] = 0
+            continue
+        stamp = b + 1
+        start = start_cell * 4 + heading[b]
+        seen[start] = stamp
+        dist[start] = 0
+        queue[0] = start
+        head = 0
+        tail = 1
+        found = -1
+        while head < tail and found < 0:
+            cur = queue[head]
+            head += 1
+            cell = cur // 4
+            d = cur % 4
+            r = cell // width
+            c = cell % width
+            for a in range(4):
+                if a == ACT_MOVE:
+                    nr = r + FWD_DROW[d]
+                    nc = c + FWD_DCOL[d]
+                    if not (0 <= nr < height and 0 <= nc < width) or walls[b, nr, nc] != 0:
+                        continue
+                    if nr * width + nc == goal_cell:
+                        found = dist[cur] + 1
+                        break
+                    nxt = (nr * width + nc) * 4 + d
+                else:
+                    nxt = cell * 4 + (d + TURN_DELTA[a]) % 4
+                if seen[nxt] == stamp:
+                    continue
+                seen[nxt] = stamp
+                dist[nxt] = dist[cur] + 1
+                queue[tail] = nxt
+                tail += 1
+        out[b] = found if found >= 0 else unreachable

@@ -22,7 +22,7 @@ from numba import njit
 
 
 # --------------------------------------------------------------------------- stepping
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def apply_moves(current, kind, ints, rows, swap_kind, reorder_kind, cols, changed):
     """The swaps and reorders of one step, in place, for the rows where ``rows`` is true.
 

@@ -33,7 +33,7 @@ def _slot(k0, k1, mask):
     return (z ^ (z >> np.uint64(29))) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def new_set(capacity):
     """An empty set with room for ``capacity`` keys before it first grows."""
     size = 64
@@ -49,7 +49,7 @@ def set_full(table):
     return 2 * (table[size, 0] + np.uint64(1)) > np.uint64(size)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def set_add(table, k0, k1):
     """Insert (k0, k1) (the table must not be ``set_full``); return True if it was new."""
     size = table.shape[0] - 1
@@ -74,7 +74,7 @@ def set_add(table, k0, k1):
         h = (h + np.uint64(1)) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def set_grow(table):
     """The same keys in a table twice the size."""
     size = table.shape[0] - 1

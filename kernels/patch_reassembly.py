@@ -27,7 +27,7 @@ ACT_REMOVE = 1
 
 
 # --------------------------------------------------------------------------- generation
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _generate_one(R, C, P, s, offsets, n_cells, anchor, park):
     """One puzzle into offsets[P, S, 2], n_cells[P], anchor[P, 2], park[P, 2]."""
     n = R * C
@@ -83,7 +83,7 @@ def _generate_one(R, C, P, s, offsets, n_cells, anchor, park):
     return s
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def parking_slots(R, C, P, offsets, n_cells, park):
     """The spec's parking slots: piece k on side k mod 4 (top, right, bottom, left), one empty
     row/column from the board, 2 (top/left) or 1 (right/bottom) empty cells between pieces."""
@@ -130,7 +130,7 @@ def generate_puzzles(R, C, P, rows, seeds, offsets, n_cells, anchor, park, pos, 
         board[b] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def fill_boards(pos, offsets, n_cells, rows, board):
     """board[b] from the placed pieces of each row (placements assumed legal)."""
     R = board.shape[1]
@@ -146,7 +146,7 @@ def fill_boards(pos, offsets, n_cells, rows, board):
                     board[b, r + offsets[b, k, m, 0], c + offsets[b, k, m, 1]] = k + 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def extents(R, C, offsets, n_cells, park, rows, out):
     """out[b] = (min_r, min_c, max_r, max_c) of the board and every parked piece's cells."""
     for i in range(rows.shape[0]):
@@ -170,7 +170,7 @@ def extents(R, C, offsets, n_cells, park, rows, out):
 
 
 # --------------------------------------------------------------------------- stepping
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def can_place(board, offsets, n, k, r, c):
     """Do piece k's n cells fit with its anchor at (r, c): inside the board, over no cell of
     another placed piece?"""
@@ -187,7 +187,7 @@ def can_place(board, offsets, n, k, r, c):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _lift(board, offsets, n, k, r, c):
     R = board.shape[0]
     C = board.shape[1]
@@ -196,13 +196,13 @@ def _lift(board, offsets, n, k, r, c):
             board[r + offsets[m, 0], c + offsets[m, 1]] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _put(board, offsets, n, k, r, c):
     for m in range(n):
         board[r + offsets[m, 0], c + offsets[m, 1]] = k + 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def step_pieces(board, pos, park, offsets, n_cells, kind, ints, rows, place_kind, remove_kind,
                 place_base, remove_base, moved, moved_from, feedback):
     """The place/remove actions of one step, in place, for the rows where ``rows`` is true.
@@ -248,7 +248,7 @@ def step_pieces(board, pos, park, offsets, n_cells, kind, ints, rows, place_kind
 
 
 # --------------------------------------------------------------------------- frames
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _blend(frame, y, x, a, color):
     if a == 0:
         return
@@ -257,7 +257,7 @@ def _blend(frame, y, x, a, color):
         frame[y, x, ch] = (v * (255 - a) + color[ch] * a + 127) // 255
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _label(frame, mask, oy, ox, y, x, color, y0, y1, x0, x1):
     """Blend coverage ``mask`` with its top-left at (y + oy, x + ox), clipped to the region."""
     top = y + oy
@@ -271,7 +271,7 @@ def _label(frame, mask, oy, ox, y, x, color, y0, y1, x0, x1):
             _blend(frame, top + i, left + j, mask[i, j], color)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fill_white(frame, y0, y1, x0, x1):
     """Rows of bytes set to 255 (a flat view, so each row is one vectorizable run)."""
     if y0 >= y1 or x0 >= x1:
@@ -282,7 +282,7 @@ def _fill_white(frame, y0, y1, x0, x1):
         flat[(y * width + x0) * 3:(y * width + x1) * 3] = 255
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _paint_piece(frame, ar, ac, offsets, n, org_r, org_c, cell, color_row, y0, y1, x0, x1):
     """One piece's cell boxes (fill, 1-px black outline, corners inclusive) clipped to the
     region; each interior row run is copied from ``color_row`` (the colour repeated)."""
@@ -312,7 +312,7 @@ def _paint_piece(frame, ar, ac, offsets, n, org_r, org_c, cell, color_row, y0, y
                 flat[row + (cx + cell) * 3:row + (cx + cell) * 3 + 3] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def render_region(frame, R, C, org_r, org_c, cell, offsets, n_cells, pos, color_rows, ink,
                   label_masks, label_oy, label_ox, axis_color, grid_color, y0, y1, x0, x1,
                   white=True):
@@ -359,7 +359,7 @@ def render_region(frame, R, C, org_r, org_c, cell, offsets, n_cells, pos, color_
                (ac - org_c) * cell, ink[k], y0, y1, x0, x1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _covered(ry, rx, org_r, org_c, cell, offsets, n_cells, pos):
     """Is the cell box with top-left pixel (ry, rx) one of the drawing's piece cell boxes?"""
     for k in range(pos.shape[0]):
@@ -370,7 +370,7 @@ def _covered(ry, rx, org_r, org_c, cell, offsets, n_cells, pos):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _erase_drawn(frame, R, C, org_r, org_c, cell, offsets, n_cells, pos, h, w, new_org_r,
                  new_org_c, new_offsets, new_n, new_pos):
     """White over everything a drawing with origin (org_r, org_c) put on its white background,
@@ -444,7 +444,7 @@ def render_full(frames, rows, R, C, extent, hw, cell, offsets, n_cells, pos, col
         d_n[b] = n_cells[b]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _touch_cells(frame, ar, ac, offsets, n, org_r, org_c, cell, h, w):
     """Read a byte of each cache line of each row of a piece's cell boxes and return their sum.
     The frames of a batch are not in the cache: these loads are independent, so the core has

@@ -17,7 +17,7 @@ STREAM_SOLVER = np.uint64(12)
 SEARCH_BUDGET = 200_000
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _first_empty(board, cell):
     """The first empty cell at or after ``cell`` in row-major order (R * C: none)."""
     C = board.shape[1]
@@ -27,7 +27,7 @@ def _first_empty(board, cell):
     return cell
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _shape_classes(offsets, n_cells):
     """same[k]: the lowest-numbered piece with piece k's shape (offsets from the anchor)."""
     P = n_cells.shape[0]
@@ -48,7 +48,7 @@ def _shape_classes(offsets, n_cells):
     return same
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _keep_if_first(order, same, where, taken, cand, best, n_best):
     """A tiling was found (``where[k]``: piece k's anchor cell, row-major index). The
     reference's backtracking would meet its pieces' positions in ``order``, pieces of one shape
@@ -77,7 +77,7 @@ def _keep_if_first(order, same, where, taken, cand, best, n_best):
     return 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _behind(order, same, rank, where, mask, e, offsets, C, best, vals):
     """Does every tiling that completes the current placements come after ``best`` in
     ``_keep_if_first``'s order? A placed piece k is at ``where[k]``; a parked one will have its
@@ -112,7 +112,7 @@ def _behind(order, same, rank, where, mask, e, offsets, C, best, vals):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _search(board, offsets, n_cells, order, known, out_rc, budget, nodes):
     """The reference's solution, found without its backtracking's blow-up. That backtracking
     places pieces ``order`` in order, each at the next legal anchor in row-major order, so its
@@ -212,7 +212,7 @@ def _search(board, offsets, n_cells, order, known, out_rc, budget, nodes):
     return result
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _on_own_anchors(pos, anchor, R, C):
     """Is every placed piece at its anchor in the generating tiling (always so after a reset)?"""
     for k in range(pos.shape[0]):
@@ -222,7 +222,7 @@ def _on_own_anchors(pos, anchor, R, C):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _filled(board):
     n = 0
     for r in range(board.shape[0]):
@@ -232,7 +232,7 @@ def _filled(board):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _heuristic(board, pos, park, offsets, n_cells, plan):
     """The spec's one-move fallback: place the first parked piece at its first legal anchor;
     else remove-and-replace a placed piece where that fills more cells. Returns the number of
@@ -279,7 +279,7 @@ def _heuristic(board, pos, park, offsets, n_cells, plan):
     return 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _tiling_plan(board, pos, anchor, offsets, n_cells, budget, plan):
     """The moves that complete the board, written to ``plan`` (kind, piece, row, col); returns
     their number, or -1 when the board cannot be completed (then nothing is written).

@@ -34,7 +34,7 @@ def max_cells(num_segments: int, max_len: int) -> int:
     return 1 + num_segments * max_len
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sample_shapes(seg_lens, dirs, secret, rows, seeds, len_lo, len_hi):
     """Fresh shapes and hidden angles for ``rows``: segment lengths uniform in [len_lo, len_hi],
     directions uniform among the 4 axes orthogonal to the current one (starting from +x), then
@@ -65,7 +65,7 @@ def sample_shapes(seg_lens, dirs, secret, rows, seeds, len_lo, len_hi):
             secret[b, j] = 2.0 * math.pi * u
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def build_cells(seg_lens, dirs, rows, cells, n_cells):
     """The distinct cells of each row's snake, in first-visit order, into cells[b, :n]."""
     for k in range(rows.shape[0]):

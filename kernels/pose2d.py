@@ -4,8 +4,9 @@ A pose is a midpoint in *unit* coordinates (canvas position = unit x scale) plus
 degrees. Moves add a translation times the scale to the unit midpoint, clip it into the canvas
 and turn the heading modulo 360 with Python's float modulo; alignment is measured between a pose
 and a target pose, with headings compared modulo 180 (a segment looks the same turned by 180
-degrees). Generation, moves, alignment checks and two plan builders (unit-first and random
-split) live here; nothing knows a task by name.
+degrees). Generation, moves, alignment checks, the misalignment measure (how many tolerances
+a pose lies outside the aligned region) and two plan builders (unit-first and random split)
+live here; nothing knows a task by name.
 
 Every move, whether taken by the step kernel or simulated by a plan builder, goes through
 ``apply_move`` with the float64 payload the action parser stores (a plan's values print as
@@ -27,7 +28,7 @@ SECTOR_DX = np.array([1, 1, 0, -1, -1, -1, 0, 1], dtype=np.float64)
 SECTOR_DY = np.array([0, 1, 1, 1, 0, -1, -1, -1], dtype=np.float64)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sample_poses(scale, target_mid, target_ang, mid, ang, prev_mid, prev_ang, rows, seeds,
                  width, height, scale_lo, scale_hi):
     """Fresh episodes into ``rows``, all draws uniform, in the reference's order: the scale s,
@@ -100,7 +101,7 @@ def is_aligned(x, y, a, tx, ty, ta, sc, pos_tol_px, ang_tol_deg):
             and heading_error(a, ta) <= ang_tol_deg)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def step_pose_moves(scale, mid, ang, prev_mid, prev_ang, floats, rows, width, height):
     """The moves of one step, in place, for the rows where ``rows`` is true (the step template
     in core handles errors and stop): (dx, dy, dtheta) from ``floats``. ``prev_mid``/``prev_ang``
@@ -118,7 +119,7 @@ def step_pose_moves(scale, mid, ang, prev_mid, prev_ang, floats, rows, width, he
         ang[b] = a
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def aligned_poses(scale, target_mid, target_ang, mid, ang, pos_tol_px, ang_tol_deg, out):
     for b in range(mid.shape[0]):
         out[b] = is_aligned(mid[b, 0], mid[b, 1], ang[b], target_mid[b, 0], target_mid[b, 1],
@@ -171,7 +172,7 @@ def _plan_remainder(plans, plan_len, end_pose, k, i, x, y, a, tx, ty, target_a, 
     end_pose[k, 2] = a
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def plan_unit_first(scale, target_mid, target_ang, mid, ang, rows, num_steps, width, height,
                     plans, plan_len, end_pose):
     """Unit-first plans (spec section 9): translation-only moves along the 8-way sector toward
@@ -203,7 +204,7 @@ def plan_unit_first(scale, target_mid, target_ang, mid, ang, rows, num_steps, wi
                         width, height)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def plan_random_split(scale, target_mid, target_ang, mid, ang, rows, seeds, num_steps, width,
                       height, plans, plan_len, end_pose):
     """Random-split plans (the reference's "stochastic" strategy): the whole correction
@@ -236,3 +237,24 @@ def plan_random_split(scale, target_mid, target_ang, mid, ang, rows, seeds, num_
                                  round1(total_dth * frac), x, y, a, sc, width, height)
         _plan_remainder(plans, plan_len, end_pose, k, num_steps - 1, x, y, a, tx, ty,
                         target_ang[b], sc, width, height)
+
+
+@njit(cache=True, nogil=True)
+def pose_excess(scale, target_mid, target_ang, mid, ang, pos_tol_px, ang_tol_deg, out):
+    """out[b] = how far pose b lies outside the aligned region, in tolerances: the midpoint
+    distance beyond ``pos_tol_px`` divided by it, plus the heading error (modulo 180) beyond
+    ``ang_tol_deg`` divided by it (a zero tolerance divides by 1 px or 1 degree instead).
+    Exactly 0 where ``is_aligned`` holds; elsewhere at least float32's smallest normal number,
+    so a float32 ``out`` never rounds a misaligned pose to 0."""
+    pos_norm = pos_tol_px if pos_tol_px > 0.0 else 1.0
+    ang_norm = ang_tol_deg if ang_tol_deg > 0.0 else 1.0
+    floor = np.float64(np.finfo(np.float32).tiny)
+    for b in range(mid.shape[0]):
+        dist = canvas_distance(mid[b, 0], mid[b, 1], target_mid[b, 0], target_mid[b, 1],
+                               scale[b])
+        err = heading_error(ang[b], target_ang[b])
+        if dist <= pos_tol_px and err <= ang_tol_deg:
+            out[b] = 0.0
+            continue
+        excess = max(dist - pos_tol_px, 0.0) / pos_norm + max(err - ang_tol_deg, 0.0) / ang_norm
+        out[b] = max(excess, floor)

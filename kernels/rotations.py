@@ -190,7 +190,7 @@ def szyx_from_trig(si, sj, sk, ci, cj, ck, m):
 _szyx_from_trig = njit(cache=True, inline="always")(szyx_from_trig)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _szyx_into(a, b, c, m):
     """euler_szyx_matrix for one triple into m[3, 3] (scalar libm calls, so a row's result never
     depends on its position in a batch)."""
@@ -199,7 +199,7 @@ def _szyx_into(a, b, c, m):
                     math.cos(ak), m)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def szyx_rows(angles, rows, rot):
     """rot[rows[k]] = R(angles[k]) (szyx)."""
     m = np.empty((3, 3))
@@ -208,7 +208,7 @@ def szyx_rows(angles, rows, rot):
         rot[rows[k]] = m
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rotate_rows(rot, angles, mask, world):
     """For rows b with mask[b]: rot[b] <- rot[b] . R(angles[b]) (object frame) or
     R(angles[b]) . rot[b] (world), angles the szyx triple (radians)."""

@@ -1,5 +1,6 @@
 """Batched kernels for matchstick moves on arithmetic equations written in segment glyphs
-(Numba): the step, puzzle generation and the searches over stick moves.
+(Numba): the step, puzzle generation, the searches over stick moves and a search-free lower
+bound on the actions a fix takes.
 
 An equation is a row of symbol codes (kernels/expressions: digits 0-9, then + - * / = and a blank
 for padding, SYM_*) with a length; kernels/expressions decides whether it is correct. Which
@@ -35,7 +36,7 @@ STREAM_GENERATE = np.uint64(11)
 STREAM_SOLVER = np.uint64(12)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def correct_rows(hist, depth, length, rows, out):
     """out[b] = is the current equation of each row in ``rows`` correct."""
     v_int, v_i, v_f, ops = scratch()
@@ -103,7 +104,7 @@ def _nth_stroke(table, g, k):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def moves_into(sym, n, remove_to, add_to, out):
     """Every legal move from sym[:n] in (i, s, j, t) order, as rows (i, s, j, t, new symbol at
     i, new symbol at j) of ``out`` (int64[M, 6]; replaced by a new array when too small).
@@ -139,7 +140,7 @@ def moves_into(sym, n, remove_to, add_to, out):
     return out, m
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def neighbours(sym, n, remove_to, add_to):
     """The rows of ``moves_into`` as a new array of their own."""
     out, m = moves_into(sym, n, remove_to, add_to, np.empty((0, 6), np.int64))
@@ -181,7 +182,7 @@ def _pop(hist, depth, b):
 
 
 # ------------------------------------------------------------------------------ stepping
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def step_equations(hist, depth, length, correct, dirty, kind, ints, rows, move_kind, max_moves,
                    remove_to, add_to, budget_code, illegal_code, nothing_code, feedback):
     """The moves and undos of one step, in place, for the rows where ``rows`` is true.
@@ -227,7 +228,7 @@ def step_equations(hist, depth, length, correct, dirty, kind, ints, rows, move_k
 
 
 # ------------------------------------------------------------------------------ search
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _bfs_fix(start, n, cap, remove_to, add_to):
     """(found, moves): the first correct equation within ``cap`` moves of sym ``start`` in
     breadth-first order (moves expanded in (i, s, j, t) order, each state queued once,
@@ -298,7 +299,7 @@ def _bfs_fix(start, n, cap, remove_to, add_to):
     return True, out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fixable_within(start, n, cap, remove_to, add_to):
     """True if some correct equation is at most ``cap`` moves away (cap >= 1), the start itself
     excluded: the generator's minimum-distance test (breadth-first, each state once)."""
@@ -335,7 +336,7 @@ def _fixable_within(start, n, cap, remove_to, add_to):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _append(buf, count, op, i, s, j, t):
     if count == buf.shape[0]:
         grown = np.empty((2 * count + 8, 5), np.int64)
@@ -350,7 +351,7 @@ def _append(buf, count, op, i, s, j, t):
 
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dfs_trace(start, n, cap, remove_to, add_to, buf, count):
     """The reference's depth-first trace: every tried move, an undo after each failed branch,
     one global visited set, depth cap ``cap``. Returns (found, buf, count)."""
@@ -397,7 +398,7 @@ def _dfs_trace(start, n, cap, remove_to, add_to, buf, count):
             buf, count = _append(buf, count, PLAN_UNDO, 0, 0, 0, 0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _state_seed(hist_b, d, n):
     """A 64-bit seed that is a function of the episode's history stack (levels 0..d)."""
     h = np.uint64(d + 1) * np.uint64(0x9E3779B97F4A7C15)
@@ -416,7 +417,7 @@ def _depth_cap(max_moves, used, cap_override):
     return cap
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sos_plan(buf, count, start, n, golden_moves, base, max_moves, detour_budget, rng,
               remove_to, add_to):
     """The sos plan from ``start`` (``base`` moves in effect): the golden moves, each preceded
@@ -475,7 +476,7 @@ def _sos_plan(buf, count, start, n, golden_moves, base, max_moves, detour_budget
     return buf, count
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _plan_one(hist_b, d, n, max_moves, cap_override, strategy, use_seed, sos_seed,
               sos_max_len, remove_to, add_to):
     """The plan (int64[P, 5] rows op, i, s, j, t; stop not included) for one episode, and
@@ -523,7 +524,7 @@ def _plan_one(hist_b, d, n, max_moves, cap_override, strategy, use_seed, sos_see
     return True, buf[:count]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def plan_rows(hist, depth, length, rows, max_moves, cap_override, strategy, use_seed,
               sos_seed, sos_max_len, remove_to, add_to):
     """Plans for ``rows``: (flat int64[P, 5] actions, int64[R + 1] offsets, bool[R] solvable).
@@ -549,7 +550,7 @@ def plan_rows(hist, depth, length, rows, max_moves, cap_override, strategy, use_
 
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def apply_plans(hist, depth, length, correct, dirty, rows, flat, offsets, remove_to, add_to):
     """Play the plans of ``plan_rows`` (moves and undos) into the state of ``rows``."""
     v_int, v_i, v_f, ops = scratch()
@@ -572,7 +573,7 @@ def apply_plans(hist, depth, length, correct, dirty, rows, flat, offsets, remove
 
 
 # ------------------------------------------------------------------------------ generation
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _write_number(out, pos, value):
     """Write the decimal digits of ``value`` >= 0 at out[pos:]; return the new position."""
     digits = np.empty(20, np.int64)
@@ -589,7 +590,7 @@ def _write_number(out, pos, value):
     return pos
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _template(s, out):
     """A random correct equation from one of five templates (add, sub, mul, div, mixed) written
     into ``out``; return (rng state, length)."""
@@ -636,7 +637,7 @@ def _template(s, out):
 
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _random_move(s, sym, n, remove_to, add_to):
     """One random legal move as the reference draws it (up to 200 tries of a random ordered
     pair i != j; the stroke taken is uniform among those i can give, the stroke added uniform
@@ -659,7 +660,7 @@ def _random_move(s, sym, n, remove_to, add_to):
     return s, False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _break_first(sym, n, remove_to, add_to, v_int, v_i, v_f, ops):
     """Apply the first single move, in (i, j, s, t) order, that makes sym[:n] wrong (the
     reference's generation fallback); return whether one exists."""
@@ -729,7 +730,7 @@ def generate_puzzles(hist, depth, length, correct, dirty, rows, seeds, break_mov
 
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def one_move_apart(a, b, n, remove_to, add_to):
     """True if equation b follows from a by one legal move."""
     moves = neighbours(a, n, remove_to, add_to)
@@ -748,7 +749,7 @@ def one_move_apart(a, b, n, remove_to, add_to):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def blit_lists(depth, length, hist, dirty, rows, full, span, pitch, glyph_ids, label_ids, idx,
                xs):
     """Tile blits for ``rows``: every symbol (full) or only the dirty ones. Symbol p of n sits at
@@ -771,3 +772,26 @@ def blit_lists(depth, length, hist, dirty, rows, full, span, pitch, glyph_ids, l
             xs[m] = x0 + pitch * p
             m += 1
     return m
+
+
+# ------------------------------------------------------------------------------ measures
+@njit(cache=True, nogil=True)
+def fix_lower_bounds(hist, depth, length, correct, max_moves, out):
+    """out[b] = a lower bound on the actions (moves and undos) that make row b's equation
+    correct, from its move stack alone: 0 when the current equation is correct (``correct``);
+    1 while the move budget ``max_moves`` is not used up (a move might fix it); with the budget
+    used up an undo must come first, so 1 when the equation one undo back is correct, else 2.
+    Never above the true count, and equal to it under a one-move budget whenever the puzzle
+    (level 0) can be fixed in one move. One equation evaluation per budget-exhausted row, none
+    otherwise (the exact count needs a search that evaluates every successor: ~300 ns each)."""
+    v_int, v_i, v_f, ops = scratch()
+    for b in range(depth.shape[0]):
+        d = depth[b]
+        if correct[b]:
+            out[b] = 0
+        elif d < max_moves:
+            out[b] = 1
+        elif d > 0 and is_correct(hist[b, d - 1], length[b], v_int, v_i, v_f, ops):
+            out[b] = 1
+        else:
+            out[b] = 2

@@ -32,7 +32,7 @@ def step_orders(order, kind, ints, rows, swap_kind, reorder_kind):
                 order[b, k] = scratch[k]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def solved_rows(order, first, out):
     """out[b] = slot k of row b shows item ``first + k`` for every k."""
     for b in range(order.shape[0]):

@@ -31,7 +31,7 @@ def snap(v):
     return np.rint(v * SUBPIXEL) / SUBPIXEL
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def segment_endpoints(scale, mid, ang, half_len, px_per_x, px_per_y, x_origin, y_origin,
                       extend_px, out):
     """Image endpoints of each episode's segment: midpoint mid * scale (canvas units), heading
@@ -64,7 +64,7 @@ def segment_endpoints(scale, mid, ang, half_len, px_per_x, px_per_y, x_origin, y
         out[b, 3] = snap(y1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def dash_pieces(seg, on_px, off_px, pieces, count):
     """Split each segment into dashes: "on" runs of ``on_px`` every ``on_px + off_px`` image px,
     starting at the first endpoint, the last one cut at the far end (butt caps, offset 0, as
@@ -109,7 +109,7 @@ def _stroke_box(x0, y0, x1, y1, width):
     return bx0, by0, bx1, by1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def dirty_tiles(old_seg, new_seg, changed, width, clip, tile_w, tile_h, tile_frame, tile_x,
                 tile_y):
     """Tiles to redraw after a step: for each episode with ``changed[b]``, the pixels its solid
@@ -177,7 +177,7 @@ def _emit(x0, y0, x1, y1, width, color, tx, ty, tw, th, tile, m, item_tile, item
     return m + 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def tile_strokes(tile_frame, tile_x, tile_y, n_tiles, tile_w, tile_h, dashes, dash_count,
                  dash_width, dash_color, solid, solid_width, solid_color, overlay, overlay_width,
                  overlay_color, item_tile, item_seg, item_width, item_color):

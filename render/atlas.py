@@ -79,7 +79,7 @@ _FIRST_SLOTS = 64
 
 
 # --------------------------------------------------------------------------- compiled bookkeeping
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def missing_pictures(slot_of, image_id, rows, out):
     """Write the distinct picture ids of ``rows`` (ids >= 0) that have no atlas slot into
     ``out``; return their number."""
@@ -99,7 +99,7 @@ def missing_pictures(slot_of, image_id, rows, out):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def changed_rows(changed, out):
     """Rows with any changed entry of ``changed`` (bool (B, N)), into ``out``; return their
     number."""

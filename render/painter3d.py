@@ -110,7 +110,7 @@ def _span(nx, c, thr, lo, hi):
     return lo, hi
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fill_triangle(frames, b, x0, y0, x1, y1, x2, y2, g, vx0, vx1, vy1):
     """Anti-aliased fill with grey g, clipped to columns [vx0, vx1) and rows [0, vy1): per row,
     pixels whose centre is at least half a pixel-projection inside every edge are set, the
@@ -174,7 +174,7 @@ def _fill_triangle(frames, b, x0, y0, x1, y1, x2, y2, g, vx0, vx1, vy1):
                 _blend(frames, b, y, x, g, cov)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _stroke(frames, b, x0, y0, x1, y1, width, vx0, vx1, vy1):
     """A black anti-aliased segment of the given width, butt caps."""
     dx, dy = x1 - x0, y1 - y0
@@ -238,7 +238,7 @@ def _stroke_px(frames, b, x, y, x0, y0, tx, ty, nxe, nye, na, nb, half, ln):
 PARALLEL_MIN_ITEMS = 8
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _paint_item(frames, n, b, ox, view_px, verts, n_verts, tris, n_tris, cam, box_aspect,
                 edge_width, background, cull_back):
     """Item n into frame b, view columns [ox, ox + view_px)."""
@@ -333,8 +333,8 @@ def _paint_all(frames, idx, x_offset, view_px, verts, n_verts, tris, n_tris, cam
 # items must name distinct frames (each call here paints one view per frame).
 # Each variant has a name (hence a Numba cache) of its own: Numba keys cache entries by
 # signature only, so both would otherwise load whichever was saved last (core/variants.py).
-paint_serial = njit(cache=True)(renamed(_paint_all, "__serial"))
-paint_parallel = njit(cache=True, parallel=True)(renamed(_paint_all, "__parallel"))
+paint_serial = njit(cache=True, nogil=True)(renamed(_paint_all, "__serial"))
+paint_parallel = njit(cache=True, nogil=True, parallel=True)(renamed(_paint_all, "__parallel"))
 
 
 def paint_meshes(frames: np.ndarray, idx, x_offset, view_px: int, verts, n_verts, tris,

@@ -126,7 +126,7 @@ def _inside(fxy, gxy, inner):
     return np.uint64(fxy >> INTER_BITS) < inner and np.uint64(gxy >> INTER_BITS) < inner
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _edge_pixel(src, off, size, out, o, fxy, gxy):
     # A pixel whose 2 x 2 samples are partly or wholly outside: BORDER_CONSTANT samples are 0.
     sx = fxy >> INTER_BITS

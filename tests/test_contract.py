@@ -502,6 +502,14 @@ def test_potential_is_zero_exactly_on_success_states(env_id):
 
 
 def test_families_without_a_potential_say_so():
-    env = visgym.make("maze_2d/easy")
-    env.reset(seeds=[0])
-    assert not env.family.has_potential and env.potential() is None
+    """Every shipped family defines a potential; a family without one (the test-only
+    variable_rect) answers None and refuses the shaped reward, naming the option."""
+    from variable_family import registered
+
+    assert not [i for i in ENV_IDS if i not in POTENTIAL_IDS]
+    with registered():
+        env = visgym.make("variable_rect/easy")
+        env.reset(seeds=[0])
+        assert not env.family.has_potential and env.potential() is None
+        with pytest.raises(ValueError, match="^reward: variable_rect defines no potential"):
+            visgym.make("variable_rect/easy", reward="progress")
