@@ -2,7 +2,7 @@
 import argparse
 import sys
 
-from . import demos, mjx_gpu, step
+from . import broker, demos, mjx_gpu, rl, step
 
 
 def main(argv=None) -> int:
@@ -11,6 +11,8 @@ def main(argv=None) -> int:
     step.add_parser(sub)
     demos.add_parser(sub)
     mjx_gpu.add_parser(sub)
+    broker.add_parser(sub)
+    rl.add_parser(sub)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -5,6 +5,8 @@ actions, a replay) on the evaluation splits; with no agent options it runs the s
 every implemented task, offline (this is ``make demo``).
 ``visgym report DIR...``: rebuild the summaries of runs and compare them side by side.
 ``visgym demos``: synthesize solver demonstrations for finetuning (``demos mix``, ``demos export``).
+``visgym rollouts``: collect RL rollouts from an OpenAI-compatible policy server (``rollouts
+export``: a Parquet file of them).
 ``visgym gifs``: roll the solver through a few episodes of any env ids and write captioned GIFs
 (a quick look at a family).
 ``visgym list``: the tasks (what ``--tasks`` takes) and their env ids (what ``--envs`` takes).
@@ -146,8 +148,84 @@ def _prompt_settings(args, env_ids: list[str]):
     return settings
 
 
+def _add_prompt_options(parser, final_goal: bool = True) -> None:
+    """The prompt options (bridges/prompts.py) of ``eval`` and ``rollouts``."""
+    parser.add_argument("--history", type=int, default=None,
+                        help="turns of history sent (default: -1, the whole conversation)")
+    parser.add_argument("--max-long-side", type=int, default=None,
+                        help="JPEG long side in px, 0: no resizing (default: 336)")
+    parser.add_argument("--text-mode", action="store_true", default=None,
+                        help="ASCII observations instead of images")
+    if final_goal:
+        parser.add_argument("--final-goal", action="store_true", default=None,
+                            help="show the solved configuration in the first turn")
+    else:
+        parser.set_defaults(final_goal=None)
+    parser.add_argument("--no-feedback", action="store_true", default=None,
+                        help="leave the environment's feedback out of the next turn")
+    parser.add_argument("--elicit-verbalization", action="store_true", default=None,
+                        help="ask for <think>...</think><answer>...</answer> replies")
+    parser.add_argument("--prompt-from", default=None, metavar="DIR",
+                        help="take the prompt settings (the options above) from the "
+                        "manifest.json of a 'visgym demos' folder, e.g. for a model finetuned "
+                        "on it; a flag that contradicts them is refused (default: none)")
+
+
+def _add_generation_options(parser, temperature: float | None = None) -> None:
+    """The generation, request and fault options of the runs that talk to an endpoint."""
+    parser.add_argument("--temperature", type=float, default=temperature,
+                        help="default: the endpoint's" if temperature is None else None)
+    parser.add_argument("--max-tokens", type=int, default=8192)
+    parser.add_argument("--top-p", type=float, default=None, help="default: the endpoint's")
+    parser.add_argument("--reasoning-effort", default=None, help="default: the endpoint's")
+    parser.add_argument("--extra-body", default=None,
+                        help="JSON object merged into each request (default: none)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    parser.add_argument("--max-attempts", type=int, default=6,
+                        help="attempts per request (429, 5xx and connection errors are retried)")
+    parser.add_argument("--http-transport", choices=["auto", "lean", "httpx"], default="auto",
+                        help="HTTP client under the openai SDK: lean (less CPU per request), "
+                        "httpx (the SDK's own; supports proxies), auto: lean unless a proxy "
+                        "applies")
+    parser.add_argument("--no-preflight", action="store_true",
+                        help="skip the check of the endpoint (reachable, key accepted, model "
+                        "served) made before the first episode")
+    parser.add_argument("--abort-after", type=int, default=8, metavar="N",
+                        help="stop the run when its first N requests, or N in a row, fail the "
+                        "same way for a reason retries do not cure (0: never); finished episodes "
+                        "are kept for --resume")
+
+
+def _generation_settings(args):
+    """The ``GenerationSettings`` of the generation options (``--extra-body`` checked)."""
+    from .agents import GenerationSettings
+
+    extra_body = None
+    if args.extra_body:
+        try:
+            extra_body = json.loads(args.extra_body)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--extra-body: not valid JSON ({e.msg})") from None
+        if not isinstance(extra_body, dict):
+            raise ValueError("--extra-body: must be a JSON object")
+    return GenerationSettings(temperature=args.temperature, max_tokens=args.max_tokens,
+                              top_p=args.top_p, reasoning_effort=args.reasoning_effort,
+                              extra_body=extra_body)
+
+
+def _command_line(args, name: str, url_flags=("--base-url",)) -> str:
+    """The command as typed, minus credentials: an endpoint URL may carry user:password@."""
+    from .agents import redact_url
+
+    command = [redact_url(a) if args.base_url and a == args.base_url else a for a in args.argv]
+    for flag in url_flags:
+        command = [(f"{flag}=" + redact_url(a.split("=", 1)[1])) if a.startswith(f"{flag}=")
+                   else a for a in command]
+    return f"visgym {name} " + " ".join(command)
+
+
 def cmd_eval(args) -> int:
-    from .agents import GenerationSettings, make_agent
+    from .agents import make_agent
     from .evaluate import EvalConfig, error_lines, run_eval
     from .splits import SPLITS, load_reference_layout, load_split, tasks_with_splits
 
@@ -190,17 +268,7 @@ def cmd_eval(args) -> int:
               file=sys.stderr)
     if not episodes:
         raise ValueError("no episodes to run (check --tasks, --split and --dataset-root)")
-    extra_body = None
-    if args.extra_body:
-        try:
-            extra_body = json.loads(args.extra_body)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"--extra-body: not valid JSON ({e.msg})") from None
-        if not isinstance(extra_body, dict):
-            raise ValueError("--extra-body: must be a JSON object")
-    settings = GenerationSettings(temperature=args.temperature, max_tokens=args.max_tokens,
-                                  top_p=args.top_p, reasoning_effort=args.reasoning_effort,
-                                  extra_body=extra_body)
+    settings = _generation_settings(args)
     name = args.model or agent_kind
     suffix = "_text" * prompt.text_mode + "_goal" * prompt.final_goal
     out = args.out or os.path.join("results", _slug(f"{name}_{args.split}{suffix}"))
@@ -216,14 +284,8 @@ def cmd_eval(args) -> int:
                        api_key_env=args.api_key_env, settings=settings, timeout_s=args.timeout,
                        max_attempts=args.max_attempts, replay=args.replay, seed=args.seed,
                        http_transport=args.http_transport)
-    from .agents import redact_url
-
-    # The command as typed, minus credentials: --base-url may carry user:password@.
-    command = [redact_url(a) if args.base_url and a == args.base_url else a for a in args.argv]
-    command = [("--base-url=" + redact_url(a.split("=", 1)[1])) if a.startswith("--base-url=")
-               else a for a in command]
     provenance = {"dataset": os.path.abspath(args.dataset_root) if args.dataset_root
-                  else "shipped splits", "command": "visgym eval " + " ".join(command)}
+                  else "shipped splits", "command": _command_line(args, "eval")}
     if args.prompt_from:
         provenance["prompt_from"] = os.path.abspath(args.prompt_from)
     print(f"eval: {agent_kind} agent{' ' + args.model if args.model else ''}, "
@@ -243,6 +305,59 @@ def cmd_eval(args) -> int:
               "its retries): they count in no success rate; rerun with --resume to play them "
               "again", file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_rollouts(args) -> int:
+    from .rollout_policy import TokenOpenAIAgent
+    from .rollouts import RolloutConfig, run_rollouts
+    from .splits import SPLITS, tasks_with_splits
+
+    splits = list(SPLITS) if args.split == "all" else [args.split]
+    available = tasks_with_splits()
+    tasks = args.tasks.split(",") if args.tasks else available
+    for task in tasks:
+        if task not in available:
+            raise ValueError(f"--tasks: unknown task {task!r} (available: "
+                             f"{', '.join(available)}; see 'visgym list')")
+    if args.require_logprobs and args.no_logprobs:
+        raise ValueError("--require-logprobs: cannot be combined with --no-logprobs")
+    env_ids = [f"{t}/{s}" for s in splits for t in tasks]
+    prompt = _prompt_settings(args, env_ids)
+    args.out_resolved = args.out
+    config = RolloutConfig(
+        env_ids=env_ids, episodes=args.episodes, group_size=args.group_size, out=args.out,
+        seed=args.seed, reward=args.reward, max_steps=args.max_steps,
+        budgets=dict(prompt.max_steps), concurrency=args.concurrency, history=prompt.history,
+        max_long_side=prompt.max_long_side, text_mode=prompt.text_mode,
+        include_feedback=prompt.feedback, elicit_verbalization=prompt.elicit_verbalization,
+        max_parse_errors=args.max_parse_errors, require_logprobs=args.require_logprobs,
+        full_size_frames=args.full_size_frames, resume=args.resume, progress=not args.quiet,
+        preflight=not args.no_preflight, abort_after=args.abort_after).validate()
+    agent = TokenOpenAIAgent(model=args.model, base_url=args.base_url,
+                             api_key_env=args.api_key_env, settings=_generation_settings(args),
+                             timeout_s=args.timeout, max_attempts=args.max_attempts,
+                             http_transport=args.http_transport,
+                             request_tokens=not args.no_logprobs,
+                             require_logprobs=args.require_logprobs)
+    total = len(env_ids) * args.episodes * args.group_size
+    print(f"rollouts: {args.model}, {args.episodes} start(s) x {args.group_size} of "
+          f"{len(env_ids)} env id(s) ({total} trajectories) -> {args.out}", file=sys.stderr)
+    summary = run_rollouts(agent, config, {"command": _command_line(
+        args, "rollouts", ("--base-url", "--policy-url"))})
+    reasons = ", ".join(f"{k} {v}" for k, v in summary["stop_reasons"].items()) or "none"
+    print(f"rollouts: {summary['played']} trajectories played ({reasons}), "
+          f"{summary['recorded_before']} recorded before; policy {summary['policy_s']:.1f} s, "
+          f"env {summary['env_s']:.1f} s; records in {os.path.join(args.out, 'episodes.jsonl')}")
+    return 0
+
+
+def cmd_rollouts_export(args) -> int:
+    from .rollout_export import export_parquet
+
+    rows = export_parquet(args.dir, args.path)
+    print(f"export: {rows} trajectories -> {args.path} (load with datasets.load_dataset("
+          f"\"parquet\", data_files={str(args.path)!r}, split=\"train\"))")
     return 0
 
 
@@ -422,6 +537,8 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) >= 2 and argv[0] == "demos" and argv[1] in ("mix", "export"):
         argv = [f"demos-{argv[1]}"] + argv[2:]
+    if len(argv) >= 2 and argv[0] == "rollouts" and argv[1] == "export":
+        argv = ["rollouts-export"] + argv[2:]
     parser = _Parser(prog="visgym", description=__doc__.splitlines()[0], epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"visgym {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -444,42 +561,8 @@ def main(argv=None) -> int:
     ev.add_argument("--processes", type=int, default=1,
                     help="runner processes sharing the episodes (for many cores)")
     ev.add_argument("--max-steps", type=int, default=None, help="default: 20 easy, 30 hard")
-    ev.add_argument("--history", type=int, default=None,
-                    help="turns of history sent (default: -1, the whole conversation)")
-    ev.add_argument("--max-long-side", type=int, default=None,
-                    help="JPEG long side in px, 0: no resizing (default: 336)")
-    ev.add_argument("--text-mode", action="store_true", default=None,
-                    help="ASCII observations instead of images")
-    ev.add_argument("--final-goal", action="store_true", default=None,
-                    help="show the solved configuration in the first turn")
-    ev.add_argument("--no-feedback", action="store_true", default=None,
-                    help="leave the environment's feedback out of the next turn")
-    ev.add_argument("--elicit-verbalization", action="store_true", default=None,
-                    help="ask for <think>...</think><answer>...</answer> replies")
-    ev.add_argument("--prompt-from", default=None, metavar="DIR",
-                    help="take the prompt settings (the options above) from the manifest.json "
-                    "of a 'visgym demos' folder, e.g. for a model finetuned on it; a flag that "
-                    "contradicts them is refused (default: none)")
-    ev.add_argument("--temperature", type=float, default=None,
-                    help="default: the endpoint's")
-    ev.add_argument("--max-tokens", type=int, default=8192)
-    ev.add_argument("--top-p", type=float, default=None, help="default: the endpoint's")
-    ev.add_argument("--reasoning-effort", default=None, help="default: the endpoint's")
-    ev.add_argument("--extra-body", default=None,
-                    help="JSON object merged into each request (default: none)")
-    ev.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    ev.add_argument("--max-attempts", type=int, default=6,
-                    help="attempts per request (429, 5xx and connection errors are retried)")
-    ev.add_argument("--http-transport", choices=["auto", "lean", "httpx"], default="auto",
-                    help="HTTP client under the openai SDK: lean (less CPU per request), httpx "
-                    "(the SDK's own; supports proxies), auto: lean unless a proxy applies")
-    ev.add_argument("--no-preflight", action="store_true",
-                    help="skip the check of the endpoint (reachable, key accepted, model "
-                    "served) made before the first episode")
-    ev.add_argument("--abort-after", type=int, default=8, metavar="N",
-                    help="stop the run when its first N requests, or N in a row, fail the same "
-                    "way for a reason retries do not cure (0: never); finished episodes are "
-                    "kept for --resume")
+    _add_prompt_options(ev)
+    _add_generation_options(ev)
     ev.add_argument("--full-size-frames", action="store_true",
                     help="draw frames at the task's own size and downscale them to the JPEG "
                     "size (default: tasks that can, the Fetch ones, draw at the JPEG size "
@@ -535,6 +618,52 @@ def main(argv=None) -> int:
     ex.add_argument("--dataset", default=None)
     ex.add_argument("--out", required=True)
     ex.set_defaults(func=cmd_demos_export)
+    ro = sub.add_parser("rollouts", help="collect RL rollouts from an OpenAI-compatible "
+                        "policy server: G per start, with token ids and log-probabilities "
+                        "(also: 'rollouts export')", epilog=EXIT_CODES)
+    ro.add_argument("--policy-url", "--base-url", dest="base_url", default=None,
+                    help="the policy's OpenAI-compatible endpoint, e.g. a vLLM server "
+                    "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1)")
+    ro.add_argument("--model", required=True, help="model name at the endpoint")
+    ro.add_argument("--api-key-env", default="OPENAI_API_KEY",
+                    help="name of the environment variable holding the API key")
+    ro.add_argument("--tasks", default=None,
+                    help="comma-separated tasks, see 'visgym list' (default: all)")
+    ro.add_argument("--split", choices=["easy", "hard", "all"], default="easy",
+                    help="difficulty preset")
+    ro.add_argument("--episodes", type=int, default=8,
+                    help="starts per task and split (growing it on --resume adds starts)")
+    ro.add_argument("--group-size", type=int, default=8,
+                    help="trajectories per start (a group shares the exact start state)")
+    ro.add_argument("--seed", type=int, default=0, help="base of the start seeds")
+    ro.add_argument("--reward", choices=["sparse", "progress"], default="sparse",
+                    help="progress: potential-based shaping at every step (docs/rl.md)")
+    ro.add_argument("--max-steps", type=int, default=None, help="default: 20 easy, 30 hard")
+    ro.add_argument("--concurrency", type=int, default=64, help="trajectories in flight")
+    ro.add_argument("--max-parse-errors", type=int, default=0, metavar="K",
+                    help="end a trajectory at its K-th reply without a valid action (stop "
+                    "reason parse_error; 0: never)")
+    ro.add_argument("--require-logprobs", action="store_true",
+                    help="refuse a server whose replies carry no log-probabilities (checked "
+                    "at the pre-flight, and on every reply)")
+    ro.add_argument("--no-logprobs", action="store_true",
+                    help="leave \"logprobs\" and \"return_tokens_as_token_ids\" out of the "
+                    "requests (a server that rejects them)")
+    _add_prompt_options(ro, final_goal=False)
+    _add_generation_options(ro, temperature=1.0)
+    ro.add_argument("--full-size-frames", action="store_true",
+                    help="draw frames at the task's own size and downscale them")
+    ro.add_argument("--resume", action="store_true",
+                    help="continue the run in --out (same settings; recorded trajectories are "
+                    "kept)")
+    ro.add_argument("--quiet", action="store_true", help="no progress line")
+    ro.add_argument("--out", required=True, help="run folder")
+    ro.set_defaults(func=cmd_rollouts, argv=argv[1:])
+    rx = sub.add_parser("rollouts-export", help="write a rollouts folder as a Hugging Face "
+                        "datasets Parquet file (images embedded)")
+    rx.add_argument("dir", help="a 'visgym rollouts' --out folder")
+    rx.add_argument("path", help="the Parquet file to write")
+    rx.set_defaults(func=cmd_rollouts_export)
     rep = sub.add_parser("report", help="rebuild summaries and HTML reports (DIR/report/); "
                          "compare several runs (comparison.md/.csv/.png/.html)")
     rep.add_argument("dirs", nargs="+", metavar="DIR", help="visgym eval run directories")
@@ -588,7 +717,8 @@ def main(argv=None) -> int:
     except OSError as error:
         hint = ""
         out = getattr(args, "out_resolved", None)
-        if args.command == "eval" and out and os.path.exists(os.path.join(out, "episodes.jsonl")):
+        if args.command in ("eval", "rollouts") and out and \
+                os.path.exists(os.path.join(out, "episodes.jsonl")):
             hint = "; finished episodes are kept: fix it and rerun with --resume"
         print(f"visgym {args.command}: error: {_os_error_text(error)}{hint}", file=sys.stderr)
         return 1

@@ -4,7 +4,7 @@ Agents retry what a retry may cure (the OpenAI agent: 429, 5xx, connection error
 with backoff and a ``Retry-After`` capped at the request timeout) and classify every failed
 request (``Reply.transient``, ``Reply.error_kind``). What a run does about the failures it is
 handed is decided here, once, for every workflow that talks to an endpoint (the evaluation
-runner today, the rollout collector next):
+runner and the rollout collector):
 
 - ``FailureBreaker`` stops a run whose endpoint fails (``RunAborted``; the episodes in flight
   are not recorded, so ``--resume`` plays them again): when N requests in a row failed, at any

@@ -1,7 +1,7 @@
 """Episode records: the one place that writes and reads a run's ``episodes.jsonl``.
 
 A run folder holds one JSON object per line, one per finished episode, appended as episodes end
-(the evaluation runner today, the rollout collector next). This module owns the file format and
+(the evaluation runner and the rollout collector). This module owns the file format and
 its guarantees, for every writer and reader (the runner, ``--resume``, the GIF replay, reports):
 
 - **Schema.** Every record has a string ``key`` (unique within a run: ``<env_id>#<index>``),

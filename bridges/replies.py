@@ -108,7 +108,7 @@ def bound_reply(text: str, limit: int = MAX_REPLY_CHARS) -> tuple[str, bool]:
     return marker[:limit] + (text[len(text) - keep:] if keep else ""), True
 
 
-def _answer_text(reply: str, elicit_verbalization: bool) -> str:
+def answer_text(reply: str, elicit_verbalization: bool) -> str:
     """Step 1: the text after the first <answer> up to the next </answer> (or the end)."""
     if not elicit_verbalization:
         return reply
@@ -201,7 +201,7 @@ def extract_action(reply: str, elicit_verbalization: bool = False, first: bool =
         return ""
     if type(reply) is not str:
         reply = str.__str__(reply)  # a plain copy, so subclass overrides play no part
-    step1 = _answer_text(reply, elicit_verbalization)
+    step1 = answer_text(reply, elicit_verbalization)
 
     raw = step1
     if len(raw) > _NORMALISE_CHARS:

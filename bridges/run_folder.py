@@ -1,7 +1,7 @@
 """A run's output folder: its lock, its provenance (run.json), resuming, and what a kill left.
 
 Every workflow that writes a folder of results goes through this module (the evaluation runner;
-the demonstration synthesizer for its lock and temp files; the rollout collector next):
+the demonstration synthesizer for its lock and temp files; the rollout collector):
 
 - **Lock.** The folder is locked for the whole run (``FolderLock``: two runs appending to one
   records file would record episodes twice); the lock is released when the run ends.

@@ -6,7 +6,8 @@ task with one row ("slot") per episode in flight: an episode ``acquire``s a slot
 init state into it, and ``await step(slot, action)``; every step request that arrives in the
 same event-loop turn is applied in one ``BatchEnv.step`` call with an ``active`` mask
 (micro-batching, as EnvPool's send/recv does for its callers), and each caller gets its own
-``StepResult``: the outcome as data (reward, flags, feedback, code, invalid, success).
+``StepResult``: the outcome as data (reward and its task and shaping parts, flags, feedback,
+code, invalid, success, the state hash after the step).
 
 ``Steppers`` keeps one ``SlotStepper`` per (env id, make keywords) for a run. Steppers live on
 the event loop's thread: nothing here is thread-safe, and nothing needs to be.
@@ -36,6 +37,9 @@ class StepResult:
     invalid: bool         # the action text was not an action of the family (parser codes)
     success: bool         # the state is solved now (info["success"])
     cost_s: float = 0.0   # this episode's share of the batched step call
+    state_hash: int | None = None    # info["state_hash"] after the step (None: not hashed)
+    task_reward: float = 0.0         # info["reward_components"]: reward = task + shaping
+    shaping: float = 0.0
 
 
 def kwargs_key(env_id: str, make_kwargs: dict | None) -> tuple:
@@ -49,9 +53,9 @@ class SlotStepper:
     observations differ in a few MCUs; same bytes as Pillow, render/jpeg.py)."""
 
     def __init__(self, env_id: str, slots: int, max_steps: int, make_kwargs: dict | None = None,
-                 max_long_side: int | None = 336):
+                 max_long_side: int | None = 336, reward: str = "sparse"):
         self.env = make(env_id, num_envs=slots, autoreset="disabled", max_steps=max_steps,
-                        **(make_kwargs or {}))
+                        reward=reward, **(make_kwargs or {}))
         self.env.reset(seeds=list(range(slots)))
         self.free = list(range(slots))
         self._pending: dict[int, tuple[str, asyncio.Future]] = {}
@@ -68,10 +72,13 @@ class SlotStepper:
     def release(self, slot: int) -> None:
         self.free.append(slot)
 
-    def load(self, slot: int, seed: int, init_state: dict | None) -> None:
-        """Start an episode in ``slot``: from ``init_state`` if given, else from ``seed``."""
-        self.env.reset(rows=[slot], seeds=[seed % 2**64],
-                       init_states=None if init_state is None else [init_state])
+    def load(self, slot: int, seed: int, init_state: dict | None) -> int | None:
+        """Start an episode in ``slot``: from ``init_state`` if given, else from ``seed``;
+        return its start's state hash (None when the env does not hash states)."""
+        _, info = self.env.reset(rows=[slot], seeds=[seed % 2**64],
+                                 init_states=None if init_state is None else [init_state])
+        hashes = info.get("state_hash")
+        return None if hashes is None else int(hashes[slot])
 
     async def step(self, slot: int, action: str) -> StepResult:
         loop = asyncio.get_running_loop()
@@ -101,20 +108,24 @@ class SlotStepper:
         share = (time.perf_counter() - t0) / len(pending)
         feedback, code, invalid, success = (info["feedback"], info["code"], info["invalid"],
                                             info["success"])
+        hashes = info.get("state_hash")
+        task, shaping = info["reward_components"]["task"], info["reward_components"]["shaping"]
         for slot, (_, future) in pending.items():
             self._actions[slot] = None
             if not future.cancelled():
                 future.set_result(StepResult(
                     float(reward[slot]), bool(terminated[slot]), bool(truncated[slot]),
                     feedback[slot], int(code[slot]), bool(invalid[slot]), bool(success[slot]),
-                    share))
+                    share, None if hashes is None else int(hashes[slot]), float(task[slot]),
+                    float(shaping[slot])))
 
 
 class Steppers:
     """The run's steppers, one per (env id, make keywords), created on first use."""
 
-    def __init__(self, max_long_side: int | None = 336):
+    def __init__(self, max_long_side: int | None = 336, reward: str = "sparse"):
         self.max_long_side = max_long_side
+        self.reward = reward
         self._by_key: dict[tuple, SlotStepper] = {}
 
     def get(self, env_id: str, make_kwargs: dict | None, slots: int,
@@ -123,7 +134,7 @@ class Steppers:
         stepper = self._by_key.get(key)
         if stepper is None:
             stepper = self._by_key[key] = SlotStepper(env_id, slots, budget, make_kwargs,
-                                                      self.max_long_side)
+                                                      self.max_long_side, self.reward)
         return stepper
 
     @property

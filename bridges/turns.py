@@ -16,7 +16,7 @@ workflow drives it its own way and none re-implements it:
   stepper.step(slot, action)``, ``loop.take_result(result)``; ``play`` does exactly this;
 - the demonstration synthesizer (bridges/demos/) drives a batch of loops in lockstep with the
   solver's plans (no messages are built: a demonstration stores texts and images);
-- the rollout collector (next) drives it like the runner and keeps token ids and
+- the rollout collector (bridges/rollouts.py) drives it like the runner and keeps token ids and
   log-probabilities from the replies.
 
 The transcript (``Transcript``, one ``TurnLog`` per step) is what each workflow maps to its own

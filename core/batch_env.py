@@ -160,8 +160,15 @@ class BatchEnv:
         else:
             if seed_arr is None:
                 seed_arr = draw_seeds(self._seed_seq, count)
+            # A refused reset (a photo that cannot be read, ...) leaves the rows as they were.
+            saved = [array[rows_arr] for array in self.state]
             _clear_rows(self.state, rows_arr)
-            self.family.reset_rows(self.state, rows_arr, seed_arr)
+            try:
+                self.family.reset_rows(self.state, rows_arr, seed_arr)
+            except BaseException:
+                for array, old in zip(self.state, saved):
+                    array[rows_arr] = old
+                raise
         self.seeds[rows_arr] = seed_arr
         self.steps[rows_arr] = 0
         self._codes.fill(IGNORED)   # this call took no action in any row

@@ -46,7 +46,7 @@ class TaskSpec:
     rows: slice = field(default_factory=lambda: slice(0, 0))
 
 
-def _task_specs(tasks) -> list[TaskSpec]:
+def task_specs(tasks) -> list[TaskSpec]:
     """Specs from ``{id: n}`` or a list of ``{"id", "num_envs", "params", "max_steps"}`` dicts
     or ``(id, n)`` / ``(id, n, params)`` tuples; ValueError naming the entry and field."""
     if isinstance(tasks, Mapping):
@@ -139,7 +139,7 @@ class MixedEnv:
                  gamma: float = 1.0, state_hash: bool = True):
         from .registry import make   # the registry imports BatchEnv, as this module does
 
-        self.tasks = _task_specs(tasks)
+        self.tasks = task_specs(tasks)
         self.num_envs = sum(t.num_envs for t in self.tasks)
         self.autoreset = autoreset
         self.envs: list[BatchEnv] = []

@@ -69,6 +69,14 @@ counted in ``.gets`` (their paths), not in ``.requests``.
 
 ``latency_ms`` delays every answer (concurrency tests and the benchmark).
 
+``logprobs=True`` (standalone: ``--logprobs``) answers a request whose body asks for
+``"logprobs": true`` with the sampled tokens as vLLM does: ``choices[0].logprobs.content``, one
+``{"token", "logprob", "bytes", "top_logprobs"}`` per token of ``fake_tokens(content)`` (the
+content cut into pieces of up to 4 characters, ids and log-probabilities derived from each
+piece), the token given as ``"token_id:N"`` when the body also has vLLM's
+``"return_tokens_as_token_ids": true``, else as the piece's text. Off by default: the server
+then answers as before, whatever the body asks.
+
 Standalone (a subprocess for the kill -9 resume test and the benchmark)::
 
     python tests/fake_openai.py --port-file F --policy solver --latency-ms 50 \
@@ -93,6 +101,7 @@ import asyncio
 import base64
 import binascii
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -152,6 +161,27 @@ def wrap_action(action: str, style: str) -> str:
     if style == "bare":
         return f"My answer: {_bare(action)}"
     raise ValueError(f"unknown style {style!r} (expected one of {', '.join(STYLES)})")
+
+
+def fake_tokens(text: str) -> tuple[list, list, list]:
+    """``(pieces, token_ids, logprobs)`` the fake server samples for ``text``: pieces of up to
+    4 characters, each id and log-probability a function of the piece."""
+    pieces = [text[i:i + 4] for i in range(0, len(text), 4)]
+    ids, logprobs = [], []
+    for piece in pieces:
+        digest = int.from_bytes(
+            hashlib.sha256(piece.encode("utf-8", "surrogatepass")).digest()[:4], "little")
+        ids.append(digest % 151_000)
+        logprobs.append(-((digest >> 8) % 4000) / 1000.0)
+    return pieces, ids, logprobs
+
+
+def _logprobs_block(text: str, as_ids: bool) -> dict:
+    pieces, ids, logprobs = fake_tokens(text)
+    return {"content": [{"token": f"token_id:{i}" if as_ids else piece, "logprob": lp,
+                         "bytes": list(piece.encode("utf-8", "surrogatepass")),
+                         "top_logprobs": []}
+                        for piece, i, lp in zip(pieces, ids, logprobs)]}
 
 
 # ------------------------------------------------------------------------------- registry
@@ -316,7 +346,7 @@ class FakeOpenAI:
                  echo_auth: bool = False, served_models=None, max_images: int | None = None,
                  max_context: int | None = None, route_prefix: str | None = None,
                  huge_bytes: int = 50 << 20, bomb_bytes: int = 300 << 20,
-                 long_reply_chars: int = 100_000, drip_s: float = 0.2):
+                 long_reply_chars: int = 100_000, drip_s: float = 0.2, logprobs: bool = False):
         if style not in STYLES:
             raise ValueError(f"unknown style {style!r}")
         self.policy = policy
@@ -340,6 +370,7 @@ class FakeOpenAI:
         self.bomb_bytes = bomb_bytes
         self.long_reply_chars = long_reply_chars
         self.drip_s = drip_s
+        self.logprobs = logprobs
         self._bomb: bytes | None = None
         self.gets: list[str] = []
         self.requests: list[Request] = []
@@ -503,7 +534,7 @@ class FakeOpenAI:
             index = step
         return Context(number, messages, step, entry, index)
 
-    def _answer_text(self, ctx: Context) -> str:
+    def answer_text(self, ctx: Context) -> str:
         if callable(self.policy):
             return str(self.policy(ctx))
         if self.policy == "garbage":
@@ -767,7 +798,7 @@ class FakeOpenAI:
         if fault == "malformed":
             handler._send(200, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "mess')
             return
-        text = self._answer_text(ctx)
+        text = self.answer_text(ctx)
         finish = "stop"
         content = text
         if fault == "null":
@@ -802,6 +833,9 @@ class FakeOpenAI:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
+        if self.logprobs and body.get("logprobs") is True and isinstance(content, str):
+            reply["choices"][0]["logprobs"] = _logprobs_block(
+                content, body.get("return_tokens_as_token_ids") is True)
         if fault is not None and self._body_fault(handler, fault,
                                                   json.dumps(reply).encode()):
             return
@@ -970,6 +1004,8 @@ def main(argv=None) -> int:
     parser.add_argument("--fault-seed", type=int, default=0)
     parser.add_argument("--fault-kinds", default="429,500,503,drop,malformed")
     parser.add_argument("--no-record", action="store_true", help="keep no request bodies")
+    parser.add_argument("--logprobs", action="store_true",
+                        help="answer requests asking for logprobs with vLLM's token format")
     parser.add_argument("--fast", action="store_true",
                         help="benchmark server: solver policy from the raw body, asyncio, no "
                         "JSON parsing, no image decoding, no recording, no faults")
@@ -989,7 +1025,7 @@ def main(argv=None) -> int:
     server = FakeOpenAI(policy=args.policy, style=args.style, latency_ms=args.latency_ms,
                         fault_rate=args.fault_rate, fault_seed=args.fault_seed,
                         fault_kinds=args.fault_kinds.split(","), port=args.port,
-                        record=not args.no_record, retry_after="1")
+                        record=not args.no_record, retry_after="1", logprobs=args.logprobs)
     if args.register:
         from visgym.bridges.splits import load_split
 
