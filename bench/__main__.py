@@ -2,7 +2,7 @@
 import argparse
 import sys
 
-from . import broker, demos, mjx_gpu, rl, step
+from . import broker, demos, mjx_gpu, rl, rollouts, step
 
 
 def main(argv=None) -> int:
@@ -13,6 +13,7 @@ def main(argv=None) -> int:
     mjx_gpu.add_parser(sub)
     broker.add_parser(sub)
     rl.add_parser(sub)
+    rollouts.add_parser(sub)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -328,7 +328,8 @@ def cmd_rollouts(args) -> int:
     config = RolloutConfig(
         env_ids=env_ids, episodes=args.episodes, group_size=args.group_size, out=args.out,
         seed=args.seed, reward=args.reward, max_steps=args.max_steps,
-        budgets=dict(prompt.max_steps), concurrency=args.concurrency, history=prompt.history,
+        budgets=dict(prompt.max_steps), concurrency=args.concurrency, processes=args.processes,
+        ray_address=args.ray, history=prompt.history,
         max_long_side=prompt.max_long_side, text_mode=prompt.text_mode,
         include_feedback=prompt.feedback, elicit_verbalization=prompt.elicit_verbalization,
         max_parse_errors=args.max_parse_errors, require_logprobs=args.require_logprobs,
@@ -639,7 +640,13 @@ def main(argv=None) -> int:
     ro.add_argument("--reward", choices=["sparse", "progress"], default="sparse",
                     help="progress: potential-based shaping at every step (docs/rl.md)")
     ro.add_argument("--max-steps", type=int, default=None, help="default: 20 easy, 30 hard")
-    ro.add_argument("--concurrency", type=int, default=64, help="trajectories in flight")
+    ro.add_argument("--concurrency", type=int, default=64,
+                    help="trajectories in flight (all processes together)")
+    ro.add_argument("--processes", type=int, default=1,
+                    help="collector processes sharing the trajectories (for many cores)")
+    ro.add_argument("--ray", default=None, metavar="ADDRESS",
+                    help="play the trajectories in Ray tasks ('auto', 'local' or a cluster "
+                    "address; --processes of them at once); this process writes the records")
     ro.add_argument("--max-parse-errors", type=int, default=0, metavar="K",
                     help="end a trajectory at its K-th reply without a valid action (stop "
                     "reason parse_error; 0: never)")

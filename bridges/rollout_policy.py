@@ -21,6 +21,7 @@ Two policies produce them:
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
 from dataclasses import dataclass, fields
@@ -104,6 +105,10 @@ class TokenOpenAIAgent(OpenAIAgent):
 
     def __init__(self, model: str, *, request_tokens: bool = True,
                  require_logprobs: bool = False, **kwargs):
+        # What builds this agent again in another collector process (--processes): the
+        # arguments as given, before the token fields are merged into the settings.
+        self.rebuild = functools.partial(TokenOpenAIAgent, model, request_tokens=request_tokens,
+                                         require_logprobs=require_logprobs, **kwargs)
         settings = kwargs.get("settings") or GenerationSettings()
         if request_tokens:
             # The user's --extra-body wins over ours, so it can turn a field off.

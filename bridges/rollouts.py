@@ -32,6 +32,12 @@ unrecorded, and ``--resume`` plays them. Resuming after a kill -9 records every 
 exactly once: the records file's torn last line is cut off, recorded keys are skipped, and the
 temp files of interrupted image writes are removed.
 
+``processes`` > 1 adds collector processes that take trajectories from one shared to-do list
+(bridges/pools.py, as the evaluation's runner processes do) and append to the same records
+file; ``ray_address`` plays chunks of trajectories in Ray tasks instead, whose records and
+JPEGs come back to this process to be written. Both rebuild the policy client from the agent's
+``rebuild`` (``TokenOpenAIAgent``), so an in-process policy runs in its own process only.
+
 The trajectory JSON per line is the documented schema (docs/rl.md "Rollouts");
 bridges/rollout_export.py turns a run folder into a Hugging Face Parquet dataset.
 """
@@ -39,11 +45,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from dataclasses import replace as dataclass_replace
 from pathlib import Path
 
 from ..core import make
@@ -139,7 +147,10 @@ class RolloutConfig:
     reward: str = "sparse"                # "sparse" or "progress" (docs/rl.md "Rewards")
     max_steps: int | None = None          # None: the env id's default budget
     budgets: dict = field(default_factory=dict)   # {env_id: steps} (--prompt-from)
-    concurrency: int = 64                 # trajectories in flight
+    concurrency: int = 64                 # trajectories in flight (all processes together)
+    processes: int = 1                    # collector processes sharing the to-do list
+    ray_address: str | None = None        # play in Ray tasks ("local", "auto" or an address)
+    ray_chunk: int = 0                    # trajectories per Ray task; 0: 2 x its concurrency
     history: int = -1
     max_long_side: int | None = 336
     text_mode: bool = False
@@ -173,6 +184,7 @@ class RolloutConfig:
             raise ValueError(f"tasks: an env id is given twice: {self.env_ids}")
         checks = (("--episodes", self.episodes, 1), ("--group-size", self.group_size, 1),
                   ("--concurrency", self.concurrency, 1), ("--abort-after", self.abort_after, 0),
+                  ("--processes", self.processes, 1), ("--ray-chunk", self.ray_chunk, 0),
                   ("--max-parse-errors", self.max_parse_errors, 0))
         for name, value, low in checks:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -276,12 +288,19 @@ class Rollouts:
 class Collector:
     """One rollout run (see the module docstring): ``await collector.run()``."""
 
-    FREE_SETTINGS = ("concurrency", "abort_after", "episodes", "require_logprobs")
+    FREE_SETTINGS = ("concurrency", "abort_after", "episodes", "require_logprobs", "processes",
+                     "ray_address", "ray_chunk")
     RESUME_KEYS = ("agent", "model", "endpoint", "settings", "env_ids", "generation")
 
     def __init__(self, agent, config: RolloutConfig, provenance: dict | None = None):
         self.agent = agent
         self.config = config.validate()
+        if (config.processes > 1 or config.ray_address) and (
+                getattr(agent, "rebuild", None) is None or config.out is None):
+            name = "--ray" if config.ray_address else "--processes"
+            raise ValueError(f"{name}: needs an agent that can be rebuilt in another process "
+                             "(the OpenAI-compatible policy of 'visgym rollouts') and a run "
+                             "folder (out); an in-process policy runs in its own process only")
         self.settings = config.prompt
         self.provenance = provenance or {}
         self.run_id = uuid.uuid4().hex
@@ -338,12 +357,14 @@ class Collector:
             self.progress = Progress(total=len(every), done=len(every) - len(todo),
                                      successes=sum(bool(v) for v in done.values()),
                                      enabled=self.config.progress)
-            await self._execute(todo)
+            totals = await self._run_todo(todo)
             self.progress.show(force=True)
-            summary = {"stop_reasons": dict(sorted(self.stop_counts.items())),
-                       "policy_s": round(self.policy_s, 3), "env_s": round(self.env_s, 3),
-                       "images_written": self.images.written, "played": len(todo),
-                       "recorded_before": len(every) - len(todo)}
+            summary = {"stop_reasons": dict(sorted(totals["stop_reasons"].items())),
+                       "policy_s": round(totals["policy_s"], 3),
+                       "env_s": round(totals["env_s"], 3),
+                       "images_written": totals["images_written"], "played": len(todo),
+                       "recorded_before": len(every) - len(todo),
+                       "processes": totals["processes"]}
             if self.folder is not None:
                 self.folder.finish(**summary)
             return summary
@@ -357,18 +378,189 @@ class Collector:
         if self.config.preflight and check is not None:
             await check(images=self.settings.images_per_request())
 
-    async def _execute(self, todo: list) -> None:
+    def _totals(self) -> dict:
+        """What this process adds to the run's summary."""
+        return {"stop_reasons": dict(self.stop_counts), "policy_s": self.policy_s,
+                "env_s": self.env_s, "images_written": self.images.written}
+
+    async def _run_todo(self, todo: list) -> dict:
+        """Play ``todo`` in this process, or in ``processes`` of them sharing one to-do list
+        (bridges/pools.py: each takes the next trajectory from a counter in shared memory as it
+        frees a slot, and all append to the one records file); return the merged totals."""
+        if self.config.ray_address and todo:
+            return await self._run_ray(todo)
+        processes = min(self.config.processes, max(1, len(todo)))
+        if processes == 1:
+            await self._execute(todo, self.config.concurrency)
+            return {**self._totals(), "processes": 1}
+        pool, children, claim = self._start_children(todo, processes)
+        watcher = asyncio.ensure_future(self._watch_records())
+        parts = [asyncio.ensure_future(self._execute(todo, _share(self.config.concurrency,
+                                                                  processes, 0), claim)),
+                 *children]
+        results = None
+        try:
+            # A part that fails (an aborted run, a full disk) stops the others at once.
+            finished, _ = await asyncio.wait(parts, return_when=asyncio.FIRST_EXCEPTION)
+            for part in finished:
+                if part.exception() is not None:
+                    raise part.exception()
+            results = [self._totals()] + [part.result() for part in parts[1:]]
+        finally:
+            for part in parts:
+                part.cancel()
+            await asyncio.gather(*parts, return_exceptions=True)
+            watcher.cancel()
+            if results is None:
+                # Stopping early: the other processes stop too (at most the record being
+                # appended is torn, and a resume cuts a torn tail off).
+                for child in list((getattr(pool, "_processes", None) or {}).values()):
+                    with contextlib.suppress(Exception):
+                        child.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+        reasons: dict = {}
+        for r in results:
+            for k, v in r["stop_reasons"].items():
+                reasons[k] = reasons.get(k, 0) + v
+        self.stop_counts = reasons
+        return {"stop_reasons": reasons, "processes": processes,
+                **{k: sum(r[k] for r in results)
+                   for k in ("policy_s", "env_s", "images_written")}}
+
+    def _start_children(self, todo: list, processes: int):
+        """``processes - 1`` collector processes, each rebuilding the agent from its
+        ``rebuild`` (a ``TokenOpenAIAgent``'s arguments) and sharing the claim counter."""
+        rebuild = self.agent.rebuild
+        from concurrent.futures import ProcessPoolExecutor
+
+        from .pools import claim_init, claim_next, claiming_child, pool_context
+
+        ctx = pool_context()
+        counter = ctx.Value("q", 0)
+        claim_init(counter, len(todo))
+        pool = ProcessPoolExecutor(processes - 1, mp_context=ctx, initializer=claiming_child,
+                                   initargs=(counter, len(todo)))
+        children = []
+        for k in range(1, processes):
+            config = dataclass_replace(self.config, processes=1, progress=False,
+                                       preflight=False, resume=False,
+                                       concurrency=_share(self.config.concurrency, processes,
+                                                          k))
+            children.append(asyncio.wrap_future(pool.submit(
+                _run_share, rebuild, config, todo, self.run_id, self.provenance)))
+        return pool, children, claim_next
+
+    async def _run_ray(self, todo: list) -> dict:
+        """Play ``todo`` in Ray tasks: chunks of trajectories, each a collector of its own
+        (the agent rebuilt there, images and records kept in memory), at most ``processes``
+        running at once with their share of ``concurrency``. Ray workers may not share this
+        filesystem, so each chunk comes back whole and this process writes its images, then its
+        records: the same run folder as a local run's, a chunk lost to a crash is played again by
+        ``--resume``."""
+        ray = _ray_init(self.config.ray_address)
+        remote = ray.remote(_play_chunk)
+        running = max(1, min(self.config.processes, len(todo)))
+        slots = max(1, self.config.concurrency // running)
+        size = self.config.ray_chunk or 2 * slots
+        chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
+        config = dataclass_replace(self.config, processes=1, progress=False, preflight=False,
+                                   resume=False, out=None, ray_address=None,
+                                   concurrency=slots)
+        rebuild = self.agent.rebuild
+        records = self.folder.records
+        pending: dict = {}
+        results = []
+        try:
+            while chunks or pending:
+                while chunks and len(pending) < running:
+                    pending[remote.remote(rebuild, config, chunks.pop(0), self.run_id,
+                                          self.provenance)] = True
+                ready, _ = await asyncio.to_thread(ray.wait, list(pending), num_returns=1)
+                for ref in ready:
+                    pending.pop(ref)
+                    trajectories, images, totals = await asyncio.to_thread(ray.get, ref)
+                    for jpeg in images.values():
+                        self.images.add(jpeg)
+                    for record in trajectories:
+                        records.append_line(to_json_line(record))
+                        self.progress.done += 1
+                        self.progress.successes += record["success"]
+                    self.progress.show()
+                    results.append(totals)
+        finally:
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+        reasons: dict = {}
+        for r in results:
+            for k, v in r["stop_reasons"].items():
+                reasons[k] = reasons.get(k, 0) + v
+        self.stop_counts = reasons
+        return {"stop_reasons": reasons, "processes": running,
+                "images_written": self.images.written,
+                **{k: sum(r[k] for r in results) for k in ("policy_s", "env_s")}}
+
+    async def run_share(self, todo: list) -> dict:
+        """A child process's part of a multi-process run: no run folder set-up (the parent
+        holds its lock and wrote run.json), no progress line; return its totals."""
+        from .pools import claim_next
+
+        self.progress = Progress(total=len(todo), enabled=False)
+        try:
+            await self._execute(todo, self.config.concurrency, claim_next)
+        finally:
+            await self.agent.aclose()
+        return self._totals()
+
+    async def _watch_records(self) -> None:
+        """With several processes, progress counts the records appended to the file every half
+        second (the other processes' trajectories are seen nowhere else)."""
+        path = self.folder.records.path
+        offset = path.stat().st_size if path.exists() else 0
+        done, successes = self.progress.done, self.progress.successes
+        while True:
+            await asyncio.sleep(0.5)
+            with contextlib.suppress(OSError):
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    chunk = f.read()
+                end = chunk.rfind(b"\n") + 1
+                for line in chunk[:end].splitlines():
+                    # A progress count only: the flag is read off the compact line (before the
+                    # turns, which hold model text) instead of parsing every record.
+                    done += 1
+                    successes += b',"success":true,' in line[:line.find(b'"turns":')]
+                offset += end
+            self.progress.done, self.progress.successes = done, successes
+            self.progress.show()
+
+    async def _execute(self, todo: list, concurrency: int, claim=None) -> None:
+        """Play trajectories of ``todo`` with ``concurrency`` in flight. ``claim()`` hands out
+        the next index into ``todo`` (None when all are taken; shared between processes)."""
+        if claim is None:
+            claim = iter(range(len(todo))).__next__
         by_key: dict = {}
         for spec, _ in todo:
             key = kwargs_key(spec.env_id, spec.make_kwargs)
             by_key[key] = by_key.get(key, 0) + 1
-        slots = {k: min(self.config.concurrency, n) for k, n in by_key.items()}
+        slots = {k: min(concurrency, n) for k, n in by_key.items()}
         records = None if self.folder is None else self.folder.records
         write_lock = asyncio.Lock()
-        claim = iter(todo)
+
+        def claimed():
+            while True:
+                try:
+                    index = claim()
+                except StopIteration:
+                    return
+                if index is None:
+                    return
+                yield todo[index]
+
+        claims = claimed()
 
         async def worker():
-            for spec, member in claim:
+            for spec, member in claims:
                 stepper = self.steppers.get(spec.env_id, self._frame_kwargs(spec.env_id),
                                             slots[kwargs_key(spec.env_id, spec.make_kwargs)],
                                             self.config.budget(spec.env_id))
@@ -385,8 +577,7 @@ class Collector:
                 self.progress.successes += record["success"]
                 self.progress.show()
 
-        tasks = [asyncio.ensure_future(worker())
-                 for _ in range(min(self.config.concurrency, len(todo)))]
+        tasks = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(todo)))]
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -551,6 +742,46 @@ def _error_text(error: BaseException) -> str:
     from .faults import shorten
 
     return shorten(f"{type(error).__name__}: {error}", 500)
+
+
+def _share(concurrency: int, processes: int, k: int) -> int:
+    """Process ``k``'s part of the trajectories in flight (at least one)."""
+    return max(1, concurrency // processes + (k < concurrency % processes))
+
+
+def _run_share(rebuild, config: RolloutConfig, todo: list, run_id: str,
+               provenance: dict) -> dict:
+    collector = Collector(rebuild(), config, provenance)
+    collector.run_id = run_id
+    return asyncio.run(collector.run_share(todo))
+
+
+def _ray_init(address: str):
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("--ray: Ray is not installed (pip install 'visgym[ray]')") from None
+    if not ray.is_initialized():
+        ray.init(address=None if address == "local" else address, ignore_reinit_error=True,
+                 log_to_driver=False)
+    return ray
+
+
+def _play_chunk(rebuild, config: RolloutConfig, chunk: list, run_id: str,
+                provenance: dict) -> tuple:
+    """A Ray task: play ``chunk`` to its end in memory; its records, JPEGs and totals."""
+    collector = Collector(rebuild(), config, provenance)
+    collector.run_id = run_id
+
+    async def play():
+        collector.progress = Progress(total=len(chunk), enabled=False)
+        try:
+            await collector._execute(chunk, config.concurrency)
+        finally:
+            await collector.agent.aclose()
+
+    asyncio.run(play())
+    return collector.trajectories, collector.images.images, collector._totals()
 
 
 def run_rollouts(agent, config: RolloutConfig, provenance: dict | None = None) -> dict:

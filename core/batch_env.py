@@ -47,6 +47,22 @@ def _clear_rows(state, rows: np.ndarray | None) -> None:
             array[rows] = 0
 
 
+def check_rows(rows, count: int, distinct: bool, noun: str = "episode") -> np.ndarray:
+    """Row indices in [0, count) as int64, checked before any conversion (``distinct``: no
+    repeats and at least one); ValueError naming ``rows`` otherwise."""
+    what = f"distinct {noun} indices" if distinct else f"{noun} indices"
+    if isinstance(rows, np.ndarray):
+        ok = rows.ndim == 1 and rows.dtype.kind in "iu"
+    else:
+        ok = isinstance(rows, (list, tuple, range)) and all(is_integer(r) for r in rows)
+    arr = np.asarray(rows, dtype=np.int64) if ok else None
+    if arr is None or (distinct and arr.size == 0) or (arr.size and (
+            arr.min() < 0 or arr.max() >= count)) or (
+            distinct and np.unique(arr).size != arr.size):
+        raise ValueError(f"rows: expected {what} in [0, {count}), got {describe(rows)}")
+    return arr
+
+
 def _physical_memory() -> int | None:
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -491,19 +507,7 @@ class BatchEnv:
         return self.family.metrics(self.state)
 
     def _rows_arg(self, rows, distinct: bool) -> np.ndarray:
-        """Episode indices as int64, checked before any conversion."""
-        what = "distinct episode indices" if distinct else "episode indices"
-        if isinstance(rows, np.ndarray):
-            ok = rows.ndim == 1 and rows.dtype.kind in "iu"
-        else:
-            ok = isinstance(rows, (list, tuple, range)) and all(is_integer(r) for r in rows)
-        arr = np.asarray(rows, dtype=np.int64) if ok else None
-        if arr is None or (distinct and arr.size == 0) or (arr.size and (
-                arr.min() < 0 or arr.max() >= self.num_envs)) or (
-                distinct and np.unique(arr).size != arr.size):
-            raise ValueError(f"rows: expected {what} in [0, {self.num_envs}), got "
-                             f"{describe(rows)}")
-        return arr
+        return check_rows(rows, self.num_envs, distinct)
 
     def _index(self, index) -> int:
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not (

@@ -25,10 +25,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .batch_env import BatchEnv
+from .batch_env import BatchEnv, check_rows
 from .grammar import IGNORED
 from .seeding import check_seeds, draw_seeds
-from .validate import describe, integer, is_integer
+from .validate import describe, integer
 
 # Options that apply to every task of a mix (a task spec may set max_steps for itself).
 _SHARED_OPTIONS = ("autoreset", "reward", "gamma", "state_hash")
@@ -178,18 +178,7 @@ class MixedEnv:
 
     # ------------------------------------------------------------------------------ helpers
     def _rows_arg(self, rows, distinct: bool) -> np.ndarray:
-        what = "distinct row indices" if distinct else "row indices"
-        if isinstance(rows, np.ndarray):
-            ok = rows.ndim == 1 and rows.dtype.kind in "iu"
-        else:
-            ok = isinstance(rows, (list, tuple, range)) and all(is_integer(r) for r in rows)
-        arr = np.asarray(rows, dtype=np.int64) if ok else None
-        if arr is None or (distinct and arr.size == 0) or (arr.size and (
-                arr.min() < 0 or arr.max() >= self.num_envs)) or (
-                distinct and np.unique(arr).size != arr.size):
-            raise ValueError(f"rows: expected {what} in [0, {self.num_envs}), got "
-                             f"{describe(rows)}")
-        return arr
+        return check_rows(rows, self.num_envs, distinct, noun="row")
 
     def _split(self, rows: np.ndarray):
         """(task index, local rows, positions in ``rows``) for each task that ``rows`` touch."""

@@ -93,6 +93,14 @@ above), else the position is the N of the last "This is step N." It assumes what
 sends in image mode: the first user turn opens with the episode's first frame and the last user
 turn's image is the current observation (no --final-goal, no text mode). Requests are neither
 recorded nor faulted; the reply (with usage) is built from a template after ``--latency-ms``.
+
+``--fast --rollout-starts N [--rollout-seed S]`` is the rollout collector's benchmark server
+(bench/rollouts.py): instead of the shipped split it registers the first N starts that
+``visgym rollouts`` draws for each ``--register`` env id (``plan_groups``, same seed rule), and
+with ``--logprobs`` every reply carries vLLM's ``choices[0].logprobs.content`` (the tokens of
+``fake_tokens``, as ``"token_id:N"``), as a trainer's policy server sends them. On exit it prints
+one JSON line ``{"requests", "first_s", "last_s"}`` (monotonic seconds of the first request's
+arrival and the last reply's dispatch) so a benchmark can time the busy window alone.
 """
 from __future__ import annotations
 
@@ -959,6 +967,63 @@ class FastSolverServer:
         server.close()
 
 
+class FastTokenSolverServer(FastSolverServer):
+    """``FastSolverServer`` for the rollout benchmark: the same solver replies, with vLLM's
+    token ids and log-probabilities, and the busy window timed (see the module docstring)."""
+
+    def __init__(self, entries, latency_ms: float = 0.0, style: str = "plain",
+                 logprobs: bool = True):
+        super().__init__(entries, latency_ms, style)
+        self.logprobs = logprobs
+        self.first_s = self.last_s = None
+
+    def reply(self, path: bytes, buffer, start: int, stop: int) -> bytes:
+        now = time.monotonic()
+        self.first_s = now if self.first_s is None else self.first_s
+        # The reply leaves after the latency; that is the end of the window it keeps busy.
+        self.last_s = now + self.latency_s
+        self.count += 1
+        if not path.rstrip(b"/").endswith(b"/chat/completions"):
+            return _http_response(404, b'{"error": {"message": "no route", "type": "not_found"}}')
+        content = self._action(buffer, start, stop)
+        prompt_tokens = 100 + 85 * buffer.count(self.PREFIX, start, stop)
+        _, ids, logprobs = fake_tokens(content)
+        self.answered += 1
+        choice = {"index": 0, "message": {"role": "assistant", "content": content},
+                  "finish_reason": "stop"}
+        if self.logprobs:
+            choice["logprobs"] = {"content": [{"token": f"token_id:{i}", "logprob": lp,
+                                               "top_logprobs": []}
+                                              for i, lp in zip(ids, logprobs)]}
+        payload = {"id": f"chatcmpl-fast{self.count}", "object": "chat.completion",
+                   "created": int(time.time()), "model": "fake", "choices": [choice],
+                   "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(ids),
+                             "total_tokens": prompt_tokens + len(ids)}}
+        return _http_response(200, json.dumps(payload).encode())
+
+
+def _serve_fast_rollouts(args) -> int:
+    """``--fast --rollout-starts N``: the rollout benchmark's server (module docstring)."""
+    from visgym.bridges.rollouts import plan_groups
+
+    starts = plan_groups(args.register, args.rollout_starts, args.rollout_seed)
+    entries = solver_entries(starts, None if args.max_long_side <= 0 else args.max_long_side)
+    server = FastTokenSolverServer(entries, latency_ms=args.latency_ms, style=args.style,
+                                   logprobs=args.logprobs)
+
+    async def run():
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await server.serve(args.port, args.port_file, stop)
+
+    asyncio.run(run())
+    print(json.dumps({"requests": server.count, "first_s": server.first_s,
+                      "last_s": server.last_s}), file=sys.stderr)
+    return 0
+
+
 def _http_response(status: int, payload: bytes) -> bytes:
     reason = {200: b"OK", 404: b"Not Found"}[status]
     return (b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
@@ -1009,9 +1074,18 @@ def main(argv=None) -> int:
     parser.add_argument("--fast", action="store_true",
                         help="benchmark server: solver policy from the raw body, asyncio, no "
                         "JSON parsing, no image decoding, no recording, no faults")
+    parser.add_argument("--rollout-starts", type=int, default=0, metavar="N",
+                        help="with --fast: register the first N rollout starts of each "
+                        "--register env id (visgym rollouts' seed rule) instead of its split")
+    parser.add_argument("--rollout-seed", type=int, default=0,
+                        help="the base seed of --rollout-starts")
     args = parser.parse_args(argv)
     if args.fast and (args.policy != "solver" or args.text or args.fault_rate):
         parser.error("--fast serves the solver policy only (no --text, no --fault-rate)")
+    if args.rollout_starts:
+        if not args.fast or args.rollout_starts < 0:
+            parser.error("--rollout-starts: needs --fast and a positive count")
+        return _serve_fast_rollouts(args)
     if args.fast:
         from visgym.bridges.splits import load_split
 

@@ -112,6 +112,109 @@ def test_groups_share_their_start_and_records_keep_tokens_hashes_and_images(tmp_
     assert info["stop_reasons"] == {"solved": 6}
 
 
+# ------------------------------------------------------------------------ several processes
+def trajectory_digest(record: dict) -> tuple:
+    """What a trajectory played: its start, its actions and the states they led to."""
+    return (record["start_state_hash"], record["final_state_hash"], record["stop_reason"],
+            tuple((t["action"] and str(t["action"]), t["state_hash_after"])
+                  for t in record["turns"]))
+
+
+def test_processes_share_one_records_file_and_play_each_trajectory_once(tmp_path, starts):
+    with FakeOpenAI(policy="solver", logprobs=True) as server:
+        server.register_episodes(starts)
+        assert cli.main(rollouts_cmd(server.base_url, tmp_path / "one", "--concurrency",
+                                     "2")) == 0
+        assert cli.main(rollouts_cmd(server.base_url, tmp_path / "two", "--concurrency", "2",
+                                     "--processes", "2")) == 0
+    one, two = records(tmp_path / "one"), records(tmp_path / "two")
+    keys = [r["key"] for r in two]
+    assert len(keys) == len(set(keys)) == 6                       # each trajectory exactly once
+    assert {r["key"]: trajectory_digest(r) for r in two} == \
+        {r["key"]: trajectory_digest(r) for r in one}
+    info = json.loads((tmp_path / "two" / "run.json").read_text())
+    assert info["processes"] == 2 and info["stop_reasons"] == {"solved": 6}
+    assert len({r["run_id"] for r in two}) == 1 and two[0]["run_id"] == info["run_id"]
+    files = {p.stem for p in (tmp_path / "two" / "images").iterdir()}
+    assert files == {sha for r in two for sha in image_shas(r)}
+
+
+def test_an_endpoint_failing_in_one_process_stops_them_all_and_resume_completes(tmp_path):
+    out = tmp_path / "run"
+    broken = [True]
+    options = ("--max-steps", "1", "--processes", "2", "--max-attempts", "1", "--abort-after",
+               "2", "--no-preflight")
+    with FakeOpenAI(policy="garbage", logprobs=True,
+                    faults=lambda number, ctx: "500" if broken[0] else None) as server:
+        assert cli.main(rollouts_cmd(server.base_url, out, *options)) == 1
+        assert not (out / "episodes.jsonl").exists() or len(records(out)) < 6
+        broken[0] = False
+        assert cli.main(rollouts_cmd(server.base_url, out, *options, "--resume")) == 0
+    keys = [r["key"] for r in records(out)]
+    assert len(keys) == len(set(keys)) == 6
+    # Ended by a failed request before the stop (recorded, not played again), or by the budget.
+    assert {r["stop_reason"] for r in records(out)} <= {"server_error", "budget"}
+
+
+def test_a_resume_may_change_the_process_count(tmp_path):
+    out = tmp_path / "run"
+    with FakeOpenAI(policy="garbage", logprobs=True) as server:
+        assert cli.main(rollouts_cmd(server.base_url, out, "--max-steps", "1", "--processes",
+                                     "2", episodes=1)) == 0
+        assert cli.main(rollouts_cmd(server.base_url, out, "--max-steps", "1", "--processes",
+                                     "1", "--resume", episodes=2)) == 0
+    keys = [r["key"] for r in records(out)]
+    assert sorted(keys) == sorted(f"maze_2d/easy#{i}.{m}" for i in range(2) for m in range(3))
+
+
+def test_processes_need_a_policy_another_process_can_rebuild(tmp_path):
+    config = RolloutConfig(env_ids=["maze_2d/easy"], processes=2, out=str(tmp_path / "run"))
+    with pytest.raises(ValueError, match="--processes"):
+        asyncio.run(collect(lambda batch: ["x"] * len(batch), ["maze_2d/easy"], processes=2))
+    with pytest.raises(ValueError, match="--processes"):
+        Collector(object(), config)
+
+
+def test_ray_run_records_what_the_local_run_records(tmp_path, starts, monkeypatch):
+    ray = pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    with FakeOpenAI(policy="solver", logprobs=True) as server:
+        server.register_episodes(starts)
+        assert cli.main(rollouts_cmd(server.base_url, tmp_path / "local", "--concurrency",
+                                     "2")) == 0
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            assert cli.main(rollouts_cmd(server.base_url, tmp_path / "ray", "--concurrency",
+                                         "2", "--processes", "2", "--ray", "auto")) == 0
+        finally:
+            ray.shutdown()
+    local, remote = records(tmp_path / "local"), records(tmp_path / "ray")
+    assert len({r["key"] for r in remote}) == len(remote) == 6
+    assert {r["key"]: trajectory_digest(r) for r in remote} == \
+        {r["key"]: trajectory_digest(r) for r in local}
+    # The driver wrote every image the Ray tasks encoded, and only those.
+    files = {p.stem for p in (tmp_path / "ray" / "images").iterdir()}
+    assert files == {sha for r in remote for sha in image_shas(r)} == \
+        {p.stem for p in (tmp_path / "local" / "images").iterdir()}
+    info = json.loads((tmp_path / "ray" / "run.json").read_text())
+    assert info["stop_reasons"] == {"solved": 6} and info["settings"]["ray_address"] == "auto"
+
+
+def test_speed_benchmark_counts_every_request_and_step(tmp_path):
+    from visgym.bench import rollouts as bench
+
+    result = bench.run(concurrency=4, delay_ms=5.0, starts=2, group_size=2, processes=2,
+                       out=str(tmp_path / "run"))
+    recs = records(tmp_path / "run")
+    assert result["trajectories"] == len(recs) == 4 and result["processes"] == 2
+    assert result["steps"] == sum(r["steps"] for r in recs) > 0
+    # The benchmark server answers the collector's own starts, with tokens.
+    assert result["stop_reasons"] == {"solved": 4}
+    assert all(t["token_ids"] and t["logprobs"] for r in recs for t in r["turns"])
+    assert result["ideal_requests_per_s"] == 800.0 and 0 < result["ratio"] <= 1.05
+    assert result["collector_cpu_ms_per_step"] > 0 and result["busy_window_s"] > 0
+
+
 # ------------------------------------------------------------------------ faults and stops
 def collect_one(tmp_path, server, name, **config):
     agent = TokenOpenAIAgent(model="fake", base_url=server.base_url, api_key_env=KEY_ENV,
@@ -381,7 +484,8 @@ def test_in_process_policy_errors_reach_the_caller():
 
 def test_bad_settings_name_their_field():
     for options, field in [({"group_size": 0}, "--group-size"), ({"reward": "dense"}, "--reward"),
-                           ({"episodes": 0}, "--episodes"), ({"env_ids": ["maze_2d/x"]}, "tasks")]:
+                           ({"episodes": 0}, "--episodes"), ({"env_ids": ["maze_2d/x"]}, "tasks"),
+                           ({"processes": 0}, "--processes")]:
         config = RolloutConfig(**{"env_ids": ["maze_2d/easy"], **options})
         with pytest.raises(ValueError, match=field):
             Collector(object(), config)
