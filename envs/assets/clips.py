@@ -191,6 +191,30 @@ def _av():
     return av
 
 
+def _rgb_converter(av):
+    """frame -> uint8 RGB array through a converter of this call's own, on one thread.
+
+    PyAV's ``frame.to_ndarray(format=...)`` keeps a converter per thread, whose swscale context
+    (FFmpeg 8) runs its own slice threads. A forked child then frees the copies held by its
+    parent's other threads while those slice threads do not exist in the child, and waits for
+    them forever (``visgym demos`` workers hung in ``os.fork`` after a clip was decoded on the
+    frame pool). A converter that lives only for one decode, with one scaling thread, leaves
+    nothing behind; the pixels are the same."""
+    reformatter = av.video.reformatter.VideoReformatter()
+    options = {"format": "rgb24", "threads": 1}
+
+    def convert(frame):
+        try:
+            return reformatter.reformat(frame, **options).to_ndarray()
+        except TypeError:   # a PyAV without the ``threads`` option
+            if "threads" not in options:
+                raise
+            del options["threads"]
+            return reformatter.reformat(frame, **options).to_ndarray()
+
+    return convert
+
+
 def decode_clip(path, max_frames: int = MAX_DECODED_FRAMES) -> tuple[int, np.ndarray]:
     """(reported frame count, frames uint8 (F, 224, 224, 3)) of a clip file: at most
     ``max_frames`` frames from the start, each resized as the reference resizes them.
@@ -211,6 +235,7 @@ def decode_clip(path, max_frames: int = MAX_DECODED_FRAMES) -> tuple[int, np.nda
     av = _av()
     max_frames = max(1, min(int(max_frames), MAX_DECODED_FRAMES))
     frames = []
+    to_rgb = _rgb_converter(av)
     try:
         with av.open(str(path), mode="r") as container:
             if not container.streams.video:
@@ -226,7 +251,7 @@ def decode_clip(path, max_frames: int = MAX_DECODED_FRAMES) -> tuple[int, np.nda
                 if frame.width * frame.height > MAX_FRAME_PIXELS:
                     raise ClipFileError(f"{shown}: a {frame.width}x{frame.height} frame is "
                                         f"beyond the {MAX_FRAME_PIXELS:,} pixels decoded at most")
-                rgb = frame.to_ndarray(format="rgb24")
+                rgb = to_rgb(frame)
                 frames.append(resample.linear(rgb, (FRAME_PX, FRAME_PX)))
                 if len(frames) >= max_frames:
                     break
