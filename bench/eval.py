@@ -59,27 +59,34 @@ def _cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime, stime
 
 
-def _start_server(latency_ms: float, env_id: str, folder: str, server: str = "fast"):
+def launch_fake_server(args: list, folder: str, label: str):
+    """Start tests/fake_openai.py with ``args`` (a source checkout's), its log in
+    ``folder``/server.log; returns (process, log file, log path, base URL) once it listens."""
     if not SERVER.exists():
-        raise SystemExit(f"bench eval: {SERVER} not found (needs a source checkout)")
+        raise SystemExit(f"{label}: {SERVER} not found (needs a source checkout)")
     port_file = os.path.join(folder, "port")
-    log = open(os.path.join(folder, "server.log"), "w")
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port-file", port_file,
-                             "--policy", "solver", "--latency-ms", str(latency_ms),
-                             "--register", env_id, "--no-record"]
-                            + ["--fast"] * (server == "fast"),
+    log_path = os.path.join(folder, "server.log")
+    log = open(log_path, "w")
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--port-file", port_file, *args],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while not os.path.exists(port_file):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             log.close()
-            raise SystemExit("bench eval: the fake server did not start:\n"
-                             + open(os.path.join(folder, "server.log")).read())
+            raise SystemExit(f"{label}: the fake server did not start:\n"
+                             + open(log_path).read())
         time.sleep(0.05)
     with open(port_file) as f:
         port = int(f.read())
-    return proc, log, f"http://127.0.0.1:{port}/v1"
+    return proc, log, log_path, f"http://127.0.0.1:{port}/v1"
+
+
+def _start_server(latency_ms: float, env_id: str, folder: str, server: str = "fast"):
+    proc, log, _, url = launch_fake_server(
+        ["--policy", "solver", "--latency-ms", str(latency_ms), "--register", env_id,
+         "--no-record"] + ["--fast"] * (server == "fast"), folder, "bench eval")
+    return proc, log, url
 
 
 def _episodes(task: str, split: str, n: int) -> list:

@@ -33,37 +33,19 @@ import os
 import platform
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 
-from .eval import SERVER, _cpu_s
+from .eval import _cpu_s, launch_fake_server
 
 ENV_ID = "maze_2d/easy"
 
 
 def _start_server(folder: str, delay_ms: float, starts: int, seed: int):
-    if not SERVER.exists():
-        raise SystemExit(f"bench rollouts: {SERVER} not found (needs a source checkout)")
-    port_file = os.path.join(folder, "port")
-    log_path = os.path.join(folder, "server.log")
-    log = open(log_path, "w")
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port-file", port_file, "--fast",
-                             "--logprobs", "--policy", "solver", "--latency-ms", str(delay_ms),
-                             "--register", ENV_ID, "--rollout-starts", str(starts),
-                             "--rollout-seed", str(seed)],
-                            stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while not os.path.exists(port_file):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log.close()
-            raise SystemExit("bench rollouts: the fake server did not start:\n"
-                             + open(log_path).read())
-        time.sleep(0.05)
-    with open(port_file) as f:
-        port = int(f.read())
-    return proc, log, log_path, f"http://127.0.0.1:{port}/v1"
+    return launch_fake_server(
+        ["--fast", "--logprobs", "--policy", "solver", "--latency-ms", str(delay_ms),
+         "--register", ENV_ID, "--rollout-starts", str(starts), "--rollout-seed", str(seed)],
+        folder, "bench rollouts")
 
 
 def _stop_server(proc, log, log_path: str) -> dict:

@@ -50,7 +50,7 @@ from .gif_jobs import GifJobs
 from .imaging import encode_jpeg_b64
 from .progress import Progress
 from .prompts import PromptSettings
-from .records import SERVER_ERROR, naming, record_spoiled, to_json_line
+from .records import SERVER_ERROR, naming, record_spoiled, to_json_line, watch_appended
 from .run_folder import RunFolder, provenance
 from .splits import EpisodeSpec, task_versions
 from .stepper import Steppers, kwargs_key
@@ -456,24 +456,17 @@ class Runner:
         records appended since the run started: the earlier ones are ``already_done``)."""
         import json
 
-        path = self.records.path
-        offset = path.stat().st_size if path.exists() else 0
-        done, successes = already_done, self._done_successes
-        while True:
-            await asyncio.sleep(0.5)
-            with contextlib.suppress(OSError):
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    chunk = f.read()
-                end = chunk.rfind(b"\n") + 1
-                for line in chunk[:end].splitlines():
-                    with contextlib.suppress(ValueError):
-                        done += 1
-                        successes += bool(json.loads(line).get("success"))
-                offset += end
-            self.progress.done = done
-            self.progress.successes = successes
-            self.progress.show()
+        progress = self.progress
+        progress.done, progress.successes = already_done, self._done_successes
+
+        def count(lines: list) -> None:
+            for line in lines:
+                with contextlib.suppress(ValueError):
+                    progress.done += 1
+                    progress.successes += bool(json.loads(line).get("success"))
+            progress.show()
+
+        await watch_appended(self.records.path, count)
 
 
 def _goal_failed():

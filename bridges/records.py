@@ -241,3 +241,23 @@ def load_records(run_dir) -> Records:
         raise ValueError(f"run directory {run_dir!r} does not exist (expected "
                          f"{os.path.join(run_dir, EPISODES_FILE)})")
     return RecordFile(run_dir).load()
+
+
+async def watch_appended(path, on_lines, interval_s: float = 0.5) -> None:
+    """Call ``on_lines(lines)`` (a list of bytes) with the complete lines appended to ``path``
+    since the last poll,
+    polling every ``interval_s`` until cancelled: how a run with several processes counts the
+    records the others append (a partial last line waits for its end)."""
+    import asyncio
+    import contextlib
+
+    offset = path.stat().st_size if path.exists() else 0
+    while True:
+        await asyncio.sleep(interval_s)
+        with contextlib.suppress(OSError):
+            with open(path, "rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+            end = chunk.rfind(b"\n") + 1
+            on_lines(chunk[:end].splitlines())
+            offset += end

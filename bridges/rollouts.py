@@ -63,7 +63,7 @@ from .faults import FailureBreaker, RunAborted, failure_reason
 from .files import atomic_write
 from .progress import Progress
 from .prompts import PromptSettings
-from .records import RecordFile, naming, to_json_line
+from .records import RecordFile, naming, to_json_line, watch_appended
 from .rollout_policy import BatchedPolicyAgent, has_logprobs
 from .run_folder import RunFolder, provenance, remove_stale_temp_files
 from .splits import EpisodeSpec, task_versions
@@ -515,24 +515,17 @@ class Collector:
     async def _watch_records(self) -> None:
         """With several processes, progress counts the records appended to the file every half
         second (the other processes' trajectories are seen nowhere else)."""
-        path = self.folder.records.path
-        offset = path.stat().st_size if path.exists() else 0
-        done, successes = self.progress.done, self.progress.successes
-        while True:
-            await asyncio.sleep(0.5)
-            with contextlib.suppress(OSError):
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    chunk = f.read()
-                end = chunk.rfind(b"\n") + 1
-                for line in chunk[:end].splitlines():
-                    # A progress count only: the flag is read off the compact line (before the
-                    # turns, which hold model text) instead of parsing every record.
-                    done += 1
-                    successes += b',"success":true,' in line[:line.find(b'"turns":')]
-                offset += end
-            self.progress.done, self.progress.successes = done, successes
-            self.progress.show()
+        progress = self.progress
+
+        def count(lines: list) -> None:
+            # A progress count only: the flag is read off the compact line (before the turns,
+            # which hold model text) instead of parsing every record.
+            for line in lines:
+                progress.done += 1
+                progress.successes += b',"success":true,' in line[:line.find(b'"turns":')]
+            progress.show()
+
+        await watch_appended(self.folder.records.path, count)
 
     async def _execute(self, todo: list, concurrency: int, claim=None) -> None:
         """Play trajectories of ``todo`` with ``concurrency`` in flight. ``claim()`` hands out
