@@ -13,7 +13,7 @@ $(PY):
 
 $(STAMP): $(PY) $(SOURCES)
 	$(PY) -m pip install --upgrade pip "setuptools>=68" wheel "cython>=3.0" "numpy>=1.26"
-	$(PY) -m pip install --no-build-isolation -e ".[test,ray,hf]"
+	$(PY) -m pip install --no-build-isolation -e ".[test,ray,hf,openenv]"
 	# Compile every task's Numba kernels once, in parallel (about 45 s on 2 cores), into the
 	# on-disk cache, so the first `make demo` or test starts warm.
 	$(PY) -m visgym.bridges.cli warmup

@@ -2,7 +2,7 @@
 import argparse
 import sys
 
-from . import broker, demos, mjx_gpu, rl, rollouts, step
+from . import broker, demos, mjx_gpu, rl, rollouts, serve, step
 
 
 def main(argv=None) -> int:
@@ -14,6 +14,7 @@ def main(argv=None) -> int:
     broker.add_parser(sub)
     rl.add_parser(sub)
     rollouts.add_parser(sub)
+    serve.add_parser(sub)
     args = parser.parse_args(argv)
     return args.run(args)
 

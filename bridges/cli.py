@@ -362,6 +362,48 @@ def cmd_rollouts_export(args) -> int:
     return 0
 
 
+def served_ids(tasks: str, split: str) -> list:
+    """``--tasks`` of ``visgym serve``: env ids (``maze_2d/easy``) and task names, which take
+    ``--split``."""
+    from .splits import SPLITS
+
+    splits = list(SPLITS) if split == "all" else [split]
+    ids = []
+    for entry in (t.strip() for t in tasks.split(",")):
+        if not entry:
+            raise ValueError(f"--tasks: an empty entry in {tasks!r}")
+        ids += [entry] if "/" in entry else [f"{entry}/{s}" for s in splits]
+    for env_id in ids:
+        if env_id not in list_envs():
+            raise ValueError(f"--tasks: unknown task or env id {env_id!r} (see 'visgym list')")
+    return ids
+
+
+def cmd_serve(args) -> int:
+    try:
+        from ..integrations.openenv import ServeConfig, serve
+    except ImportError as error:
+        raise ValueError(f"OpenEnv is not installed ({error}); pip install "
+                         f"'visgym[openenv]'") from None
+    env_ids = served_ids(args.tasks, args.split)
+    config = ServeConfig(
+        tasks=env_ids, sessions=args.sessions,
+        max_long_side=None if args.full_size_frames else args.max_long_side,
+        reward=args.reward, gamma=args.gamma,
+        max_steps="default" if args.max_steps is None else args.max_steps,
+        window_s=args.window_ms / 1000.0, ray_address=args.ray,
+        ray_actors=args.ray_actors).validate()
+
+    def listening(port):
+        print(f"visgym serve: {', '.join(env_ids)} at http://{args.host}:{port} (OpenEnv "
+              f"sessions at ws://{args.host}:{port}/ws; up to {config.sessions} per worker)",
+              file=sys.stderr, flush=True)
+
+    serve(config, args.host, args.port, workers=args.workers, port_file=args.port_file,
+          log_level=args.log_level, on_listen=listening)
+    return 0
+
+
 def _parse_range(text: str | None):
     if not text:
         return None
@@ -671,6 +713,36 @@ def main(argv=None) -> int:
     rx.add_argument("dir", help="a 'visgym rollouts' --out folder")
     rx.add_argument("path", help="the Parquet file to write")
     rx.set_defaults(func=cmd_rollouts_export)
+    sv = sub.add_parser("serve", help="serve tasks with the OpenEnv protocol (sessions batched "
+                        "by a broker; needs visgym[openenv])", epilog=EXIT_CODES)
+    sv.add_argument("--tasks", required=True,
+                    help="comma-separated env ids (maze_2d/easy) or tasks (take --split)")
+    sv.add_argument("--split", choices=["easy", "hard", "all"], default="easy")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8000, help="0: a free port (see --port-file)")
+    sv.add_argument("--port-file", default=None,
+                    help="write the port here once the server answers")
+    sv.add_argument("--sessions", type=int, default=256,
+                    help="concurrent sessions per worker (each task's batched env has this "
+                    "many rows)")
+    sv.add_argument("--workers", type=int, default=1,
+                    help="server processes sharing the port, each with its own envs")
+    sv.add_argument("--reward", choices=["sparse", "progress"], default="sparse")
+    sv.add_argument("--gamma", type=float, default=1.0)
+    sv.add_argument("--max-steps", type=int, default=None, help="default: 20 easy, 30 hard")
+    sv.add_argument("--max-long-side", type=int, default=336,
+                    help="fit the JPEG frames into this many pixels")
+    sv.add_argument("--full-size-frames", action="store_true",
+                    help="send frames at the task's own size")
+    sv.add_argument("--window-ms", type=float, default=2.0,
+                    help="how long the broker gathers session calls into one batch")
+    sv.add_argument("--ray", default=None, metavar="ADDRESS",
+                    help="run the batched envs in Ray actors ('auto', 'local' or an address)")
+    sv.add_argument("--ray-actors", type=int, default=1,
+                    help="actors per task (the sessions are spread over them)")
+    sv.add_argument("--log-level", default="warning",
+                    choices=["critical", "error", "warning", "info", "debug"])
+    sv.set_defaults(func=cmd_serve)
     rep = sub.add_parser("report", help="rebuild summaries and HTML reports (DIR/report/); "
                          "compare several runs (comparison.md/.csv/.png/.html)")
     rep.add_argument("dirs", nargs="+", metavar="DIR", help="visgym eval run directories")

@@ -215,7 +215,9 @@ class Broker:
         self._delivered_at = 0.0               # when the last batch was answered
         # A row's frame view changes only when its episode starts; an env that never restarts
         # episodes by itself restarts them only in our reset calls, so views can be kept.
-        self._keep_views = getattr(env, "autoreset", None) == "disabled"
+        # (An env whose frame(i) gives encoded bytes, not a view, is asked every time.)
+        self._keep_views = getattr(env, "autoreset", None) == "disabled" and \
+            not getattr(env, "encoded", False)
         self._views = [None] * n
         self.env_steps = 0                     # env.step calls made (for tests and benchmarks)
         self.env_resets = 0

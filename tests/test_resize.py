@@ -4,6 +4,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import PIL
 import pytest
 
 import visgym
@@ -12,6 +13,10 @@ from visgym.bridges.imaging import encode_jpeg, fit_long_side, frame_encoder
 from visgym.core.rollout import run_plans
 from visgym.render import _resize, resample
 from visgym.render.resample import LanczosResizer, pillow_resize
+
+# The pass orders Pillow uses over the random sizes below: Pillow 13 picks the first pass by the
+# sizes; 12 (what gradio, under openenv-core, pins) runs the horizontal pass first for these.
+PILLOW_ORDERS = {"h", "v"} if int(PIL.__version__.split(".")[0]) >= 13 else {"h"}
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +56,7 @@ def test_random_sizes_both_pass_orders():
         resizer = LanczosResizer(shape, size)
         orders.add(resizer._order)
         assert np.array_equal(resizer.resize(frame), pillow_resize(frame, size)), (shape, size)
-    assert orders == {"h", "v"}   # Pillow uses both orders over these sizes
+    assert orders == PILLOW_ORDERS   # Pillow uses both orders over these sizes (13 and later)
 
 
 def test_wrong_shape_raises():
@@ -352,7 +357,7 @@ def test_vertical_both_dimensions_equal_pillow():
         expected = np.asarray(Image.fromarray(frame).crop(box)
                               .resize(size, Image.Resampling.LANCZOS))
         assert np.array_equal(resample.region(frame, box, size, "lanczos", "crop"), expected)
-    assert orders == {"h", "v"}
+    assert orders == PILLOW_ORDERS
 
 
 def test_compiled_coefficients_equal_the_python_statement_bit_for_bit():
