@@ -129,12 +129,32 @@ def _snapshot(info: dict, n: int) -> tuple:
     return flat, nested
 
 
-def _row_info(snap: tuple, row: int) -> dict:
-    flat, nested = snap
-    info = {key: col[row] for key, col in flat}
-    for key, sub in nested:
-        info[key] = {k: col[row] for k, col in sub}
-    return info
+def _rows_info(info: dict, rows: list, n: int) -> list:
+    """The info dicts of ``rows`` only (a reset's rows: a few of the env's, so the per-row
+    arrays are indexed by them rather than converted whole)."""
+    index = np.asarray(rows, np.int64)
+    infos = [{} for _ in rows]
+
+    def columns(value):
+        if isinstance(value, np.ndarray) and value.ndim and value.shape[0] == n:
+            return value[index].tolist()
+        if isinstance(value, (list, tuple)) and len(value) == n:
+            return [value[r] for r in rows]
+        shared = value.copy() if isinstance(value, np.ndarray) else value
+        return [shared] * len(rows)
+
+    for key, value in info.items():
+        if isinstance(value, dict):
+            subs = [{} for _ in rows]
+            for sub_key, sub_value in value.items():
+                for sub, item in zip(subs, columns(sub_value)):
+                    sub[sub_key] = item
+            for row_info, sub in zip(infos, subs):
+                row_info[key] = sub
+        else:
+            for row_info, item in zip(infos, columns(value)):
+                row_info[key] = item
+    return infos
 
 
 def _raise(exc: BaseException):
@@ -173,7 +193,7 @@ class _Batch:
         self.step_error = None           # env.step raised
         self.row_errors = None           # {row: exception}: failed resets, dropped calls
         self.reward = self.terminated = self.truncated = self.info = None
-        self.reset_info = None           # {row: snapshot of its reset call's info}
+        self.reset_info = None           # {row: its reset call's info for that row}
 
 
 class Broker:
@@ -456,7 +476,7 @@ class Broker:
             error = self._error_for(batch, row, False)
             if error is not None:
                 _raise(error)
-        return self._obs(row), _row_info(batch.reset_info[row], row)
+        return self._obs(row), batch.reset_info[row]
 
     # --------------------------------------------------------------------------- flush
     def _flush(self) -> None:
@@ -534,9 +554,8 @@ class Broker:
             return
         finally:
             self.env_resets += 1
-        snap = _snapshot(info, self._n)
-        for row, _, _, slot in requests:
-            batch.reset_info[row] = snap
+        for (row, _, _, slot), row_info in zip(requests, _rows_info(info, rows, self._n)):
+            batch.reset_info[row] = row_info
             if self._owner[row] is slot:   # not closed and opened anew meanwhile
                 self._started[row] = 1
 
