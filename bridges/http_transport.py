@@ -380,9 +380,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
         loop = asyncio.get_running_loop()
         tls = self._ssl() if scheme == "https" else None
         try:
-            _, conn = await asyncio.wait_for(loop.create_connection(
-                lambda: _Connection(loop, self.max_response_bytes), host, port, ssl=tls,
-                server_hostname=host if tls else None), timeout)
+            # asyncio.timeout, not wait_for, which on Python 3.11 can drop a cancellation.
+            async with asyncio.timeout(timeout):
+                _, conn = await loop.create_connection(
+                    lambda: _Connection(loop, self.max_response_bytes), host, port, ssl=tls,
+                    server_hostname=host if tls else None)
         except asyncio.TimeoutError:
             raise httpx.ConnectTimeout(f"timed out connecting to {host}:{port}",
                                        request=request) from None

@@ -173,3 +173,33 @@ def test_the_count_spans_requests_and_zero_turns_it_off(transport):
         results = act_in_turn(agent_for(server, transport, max_attempts=2, hung_after=0),
                               ["a"], ["b"], ["c"])
     assert [batch[0].error_kind for batch, _ in results] == [None, "timeout", "timeout"]
+
+
+def test_a_cancellation_as_the_response_completes_is_not_dropped(monkeypatch):
+    """Ctrl-C cancels the run's tasks. A task cancelled in the very loop turn its response
+    arrives must end cancelled, not return the reply (Python 3.11's wait_for dropped such a
+    cancellation, and an interrupted eval then played on to the end)."""
+    agent = OpenAIAgent(model="fake", base_url="http://127.0.0.1:9/v1", api_key_env=KEY_ENV,
+                        timeout_s=5.0, max_attempts=1)
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        arrived = loop.create_future()
+        started = asyncio.Event()
+
+        async def create(client, messages, kwargs, cache=None):
+            started.set()
+            return await arrived
+
+        monkeypatch.setattr(agent, "_create", create)
+        task = asyncio.create_task(agent.act(turn()))
+        await started.wait()
+        arrived.set_result({"choices": [{"message": {"content": STOP}}]})
+        task.cancel()                       # the same loop turn as the response
+        try:
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await agent.aclose()
+
+    asyncio.run(go())

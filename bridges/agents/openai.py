@@ -218,8 +218,11 @@ class OpenAIAgent(PreflightChecks, Agent):
         cache = turn.episode.data.setdefault("json_cache", {})
         for attempt in range(1, self.max_attempts + 1):
             try:
-                response = await asyncio.wait_for(
-                    self._create(client, turn.messages, kwargs, cache), timeout=self._deadline_s)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result
+                # and drops a cancellation that lands as the response completes (a Ctrl-C that
+                # the run then ignored); timeout() passes it on.
+                async with asyncio.timeout(self._deadline_s):
+                    response = await self._create(client, turn.messages, kwargs, cache)
             except Exception as e:   # everything a server can cause; cancellation passes
                 failure = self._failure(e)
                 if failure.status in (401, 403):

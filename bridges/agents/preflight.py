@@ -44,8 +44,8 @@ class PreflightChecks:
         if not hasattr(client, "get"):
             return None
         try:
-            response = await asyncio.wait_for(client.get("/models", cast_to=httpx.Response),
-                                              timeout=self._deadline_s)
+            async with asyncio.timeout(self._deadline_s):   # not wait_for: see openai.act
+                response = await client.get("/models", cast_to=httpx.Response)
             data = _json_body(response.content)
         except Exception as e:
             failure = self._failure(e)
@@ -71,8 +71,8 @@ class PreflightChecks:
         kwargs = self.settings.request_kwargs()
         for attempt in range(1, PREFLIGHT_ATTEMPTS + 1):
             try:
-                response = await asyncio.wait_for(self._create(client, messages, kwargs),
-                                                  timeout=self._deadline_s)
+                async with asyncio.timeout(self._deadline_s):
+                    response = await self._create(client, messages, kwargs)
             except Exception as e:
                 failure = self._failure(e)
             else:
