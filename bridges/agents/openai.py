@@ -144,9 +144,14 @@ class OpenAIAgent(PreflightChecks, Agent):
     def _new_client(self):
         import openai
 
-        return openai.AsyncOpenAI(api_key=self._key, base_url=self.base_url,
-                                  timeout=self.timeout_s, max_retries=0,
-                                  http_client=self._http_client())
+        http = self._http_client()
+        client = openai.AsyncOpenAI(api_key=self._key, base_url=self.base_url,
+                                    timeout=self.timeout_s, max_retries=0, http_client=http)
+        parts = getattr(http, "_visgym_lean", None)
+        if parts is not None and isinstance(client.api_key, str) and \
+                callable(getattr(client, "_make_status_error_from_response", None)):
+            client._visgym_direct = _DirectPost(client, http, *parts, self.timeout_s)
+        return client
 
     def _http_client(self):
         """The httpx client under one SDK client, with the SDK's defaults: over
@@ -160,10 +165,13 @@ class OpenAIAgent(PreflightChecks, Agent):
         lean = self.http_transport == "lean"
         transport = LeanTransport(max_response_bytes=self.max_response_bytes) if lean else None
         hook = limit_response_hook(self.max_response_bytes, raw_bounded=lean)
-        return openai.DefaultAsyncHttpxClient(
+        http = openai.DefaultAsyncHttpxClient(
             transport=transport, timeout=self.timeout_s, follow_redirects=True,
             max_redirects=MAX_REDIRECTS, headers={"Accept-Encoding": ACCEPT_ENCODING},
             event_hooks={"response": [hook]})
+        if lean:
+            http._visgym_lean = (transport, hook)
+        return http
 
     def describe(self) -> dict:
         return {"agent": self.name, "model": self.model, "endpoint": redact_url(self.base_url)
@@ -281,6 +289,9 @@ class OpenAIAgent(PreflightChecks, Agent):
             # One copy of the (growing) history per request: bytes joined once.
             body = b"".join((head[:-1], b", " if len(head) > 2 else b"", b'"messages": [',
                              b", ".join([e for _, e in encoded]), b"]}"))
+            direct = getattr(client, "_visgym_direct", None)
+            if direct is not None:
+                return _json_body(await direct.post(body))
             response = await client.post("/chat/completions", content=body,
                                          cast_to=httpx.Response,
                                          options={"headers": {"Content-Type": "application/json"}})
@@ -426,6 +437,63 @@ async def _close(client) -> None:
         result = close()
         if asyncio.iscoroutine(result):
             await result
+
+
+class _DirectPost:
+    """POST /chat/completions of an SDK client that this agent built over ``LeanTransport``,
+    handed to that transport directly. The SDK's own request path (options models, URL and
+    header merging, httpx's client layers) was a third of the rollout collector's CPU per
+    step; what it does that matters is done here the same way: the SDK client's headers and
+    key, the httpx client's headers (Accept-Encoding), the timeouts as extensions, the response
+    hook that bounds and decodes the body, the SDK's status errors
+    (``_make_status_error_from_response``) and its mapping of transport failures to
+    APITimeoutError / APIConnectionError, and redirects followed with the httpx client's own
+    redirect requests and limit."""
+
+    def __init__(self, client, http, transport, hook, timeout_s: float):
+        from ..http_transport import httpx
+
+        self._httpx = httpx
+        self.client = client
+        self.http = http
+        self.transport = transport
+        self.hook = hook
+        self.url = httpx.URL(str(client.base_url).rstrip("/") + "/chat/completions")
+        headers = dict(http.headers)
+        for name, value in {**client.default_headers, **client.auth_headers}.items():
+            if isinstance(value, str):      # the SDK leaves unset ones as Omit markers
+                headers[name] = value
+        self.headers = headers
+        self.timeout = httpx.Timeout(timeout_s).as_dict()
+
+    async def post(self, body: bytes) -> bytes:
+        """The response body of a 2xx answer; raises what the SDK raises."""
+        import openai
+
+        httpx = self._httpx
+        request = httpx.Request("POST", self.url, headers=self.headers, content=body,
+                                extensions={"timeout": self.timeout})
+        hops = 0
+        try:
+            while True:    # redirects followed as httpx's client follows them
+                if hops > self.http.max_redirects:
+                    raise httpx.TooManyRedirects("Exceeded maximum allowed redirects.",
+                                                 request=request)
+                response = await self.transport.handle_async_request(request)
+                response.request = request
+                await self.hook(response)
+                await response.aread()
+                if not response.has_redirect_location:
+                    break
+                request = self.http._build_redirect_request(request, response)
+                hops += 1
+        except httpx.TimeoutException as error:
+            raise openai.APITimeoutError(request=request) from error
+        except Exception as error:   # what the SDK reports as a connection error
+            raise openai.APIConnectionError(request=request) from error
+        if response.status_code >= 400:
+            raise self.client._make_status_error_from_response(response)
+        return response.content
 
 
 _CONTENT_SUPPORT: dict = {}
