@@ -22,7 +22,8 @@ import contextlib
 import os
 import secrets
 
-__all__ = ["atomic_file", "atomic_write", "atomic_write_staged", "FolderLock", "FolderLocked"]
+__all__ = ["atomic_file", "atomic_write", "atomic_write_staged", "write_new_file", "FolderLock",
+           "FolderLocked"]
 
 
 def _create_temp(directory: str, name: str) -> tuple[int, str]:
@@ -75,6 +76,25 @@ def atomic_write(path, data: bytes | str, *, fsync: bool = False) -> None:
         data = data.encode("utf-8")
     with atomic_file(path, "wb", fsync=fsync) as f:
         f.write(data)
+
+
+def write_new_file(directory, name: str, data: bytes) -> None:
+    """``atomic_write(directory/name, data)`` for a folder that exists, with fewer system calls
+    (no makedirs, no file object): for many small files, such as a run's JPEGs."""
+    directory = os.fspath(directory)
+    fd, tmp = _create_temp(directory, name)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, os.path.join(directory, name))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def atomic_write_staged(path, data: bytes | str, staging_dir) -> None:

@@ -60,7 +60,7 @@ from ..core.registry import spec as env_spec
 from .agents import Episode, Turn
 from .conversation import episode_instructions
 from .faults import FailureBreaker, RunAborted, failure_reason
-from .files import atomic_write
+from .files import write_new_file
 from .progress import Progress
 from .prompts import PromptSettings
 from .records import RecordFile, naming, to_json_line, watch_appended
@@ -234,9 +234,10 @@ class ImageStore:
         if self.folder is None:
             self.images[sha] = jpeg
             return sha
-        path = self.folder / f"{sha}.jpg"
-        if not path.exists():
-            atomic_write(path, jpeg)
+        path = os.path.join(self.folder, f"{sha}.jpg")
+        if not os.path.exists(path):
+            # The folder exists (prepare): no makedirs per image, and no file object.
+            write_new_file(self.folder, f"{sha}.jpg", jpeg)
             self.written += 1
         self.images[sha] = True
         return sha

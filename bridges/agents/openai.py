@@ -463,7 +463,7 @@ class _DirectPost:
         for name, value in {**client.default_headers, **client.auth_headers}.items():
             if isinstance(value, str):      # the SDK leaves unset ones as Omit markers
                 headers[name] = value
-        self.headers = headers
+        self.headers = httpx.Headers(headers)   # normalised once; each request copies it
         self.timeout = httpx.Timeout(timeout_s).as_dict()
 
     async def post(self, body: bytes) -> bytes:
@@ -482,7 +482,12 @@ class _DirectPost:
                 response = await self.transport.handle_async_request(request)
                 response.request = request
                 await self.hook(response)
-                await response.aread()
+                stream = response.stream
+                if isinstance(stream, httpx.ByteStream) and \
+                        "content-encoding" not in response.headers:
+                    body = b"".join(stream)   # the transport's whole (bounded) body, as is
+                else:
+                    body = await response.aread()   # decoded through the hook's bounds
                 if not response.has_redirect_location:
                     break
                 request = self.http._build_redirect_request(request, response)
@@ -492,8 +497,9 @@ class _DirectPost:
         except Exception as error:   # what the SDK reports as a connection error
             raise openai.APIConnectionError(request=request) from error
         if response.status_code >= 400:
+            await response.aread()
             raise self.client._make_status_error_from_response(response)
-        return response.content
+        return body
 
 
 _CONTENT_SUPPORT: dict = {}
