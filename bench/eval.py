@@ -59,6 +59,18 @@ def _cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime, stime
 
 
+def stop_server(proc, log, timeout_s: float = 10.0) -> None:
+    """Terminate a benchmark's server process (killed if it has not stopped after
+    ``timeout_s``) and close its log file."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
 def launch_fake_server(args: list, folder: str, label: str):
     """Start tests/fake_openai.py with ``args`` (a source checkout's), its log in
     ``folder``/server.log; returns (process, log file, log path, base URL) once it listens."""
@@ -128,13 +140,7 @@ def run(concurrency: int, latency_ms: float, episodes: int, task: str = "maze_2d
             if server_cpu_start is not None and server_cpu_end is not None:
                 server_cpu = server_cpu_end - server_cpu_start
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            log.close()
+            stop_server(proc, log)
     requests = sum(s["attempts"] for r in records for s in r["steps_log"])
     latency = latency_ms / 1000.0
     ideal = min(concurrency, episodes) / latency if latency > 0 else float("inf")

@@ -35,11 +35,10 @@ import multiprocessing
 import os
 import platform
 import resource
-import subprocess
 import tempfile
 import time
 
-from .eval import _cpu_s, launch_fake_server
+from .eval import _cpu_s, launch_fake_server, stop_server
 
 ENV_ID = "maze_2d/easy"
 
@@ -53,13 +52,7 @@ def _start_server(folder: str, delay_ms: float, starts: int, seed: int):
 
 def _stop_server(proc, log, log_path: str) -> dict:
     """Stop the server; its closing line (requests, busy window) as a dict, {} if missing."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+    stop_server(proc, log)
     with open(log_path) as f:
         for line in reversed(f.read().splitlines()):
             if line.startswith("{"):

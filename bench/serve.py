@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from .eval import _cpu_s, stop_server
 from .step import _action_pool
 
 
@@ -100,23 +101,13 @@ def _client_process(url: str, env_id: str, sessions: list, warmup: float, second
 
 
 def _server_cpu(pid: int) -> float:
-    """CPU seconds of the server process and its children (the workers), from /proc."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    pids = [pid]
+    """CPU seconds of the server process and of its children (the workers), from /proc."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
-            pids += [int(p) for p in f.read().split()]
+            children = [int(p) for p in f.read().split()]
     except OSError:
         return float("nan")
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-        except OSError:
-            continue
-    return total
+    return sum(_cpu_s(p) or 0.0 for p in [pid] + children)
 
 
 def run(args) -> int:
@@ -142,12 +133,7 @@ def run(args) -> int:
                 p.join()
             server_cpu = _server_cpu(proc.pid) - cpu_before
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            log.close()
+            stop_server(proc, log, timeout_s=20.0)
     latencies = np.array([x for r in results for x in r["latencies"]])
     steps = len(latencies)
     rate = steps / args.seconds

@@ -22,7 +22,6 @@ from websockets.sync.client import connect  # noqa: E402
 import visgym  # noqa: E402
 from visgym.bridges.conversation import turn_text  # noqa: E402
 from visgym.bridges.imaging import encode_jpeg_b64  # noqa: E402
-from visgym.core.grammar import STOP_ACTION  # noqa: E402
 from visgym.integrations.openenv import (ServeConfig, VisGymAction, VisGymClient,  # noqa: E402
                                          VisGymObservation, create_server_app)
 
@@ -350,3 +349,16 @@ def test_progress_rewards_reach_the_session():
     finally:
         served.close()
 
+
+
+@pytest.mark.timeout(300)
+def test_the_serve_benchmark_prints_its_figures():
+    out = subprocess.run([sys.executable, "-m", "visgym.bench", "serve", "--sessions", "4",
+                          "--seconds", "1", "--warmup", "0.2", "--json"],
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["env"] == "maze_2d/easy" and figures["sessions"] == 4
+    assert figures["steps"] > 0 and figures["step_req_per_s"] > 0
+    assert 0 < figures["p50_ms"] <= figures["p99_ms"]
+    assert figures["server_cpu_ms_per_step"] > 0

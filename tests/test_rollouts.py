@@ -213,6 +213,9 @@ def test_speed_benchmark_counts_every_request_and_step(tmp_path):
     assert all(t["token_ids"] and t["logprobs"] for r in recs for t in r["turns"])
     assert result["ideal_requests_per_s"] == 800.0 and 0 < result["ratio"] <= 1.05
     assert result["collector_cpu_ms_per_step"] > 0 and result["busy_window_s"] > 0
+    # The busy window's share is a part of the whole run's CPU (when the sampler caught it).
+    busy = result["collector_busy_cpu_ms_per_step"]
+    assert busy is None or 0 <= busy <= result["collector_cpu_ms_per_step"]
 
 
 # ------------------------------------------------------------------------ faults and stops
