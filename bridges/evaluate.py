@@ -48,6 +48,7 @@ from .faults import (FailureBreaker, RunAborted, error_lines, error_summary, fai
                      server_failures)
 from .gif_jobs import GifJobs
 from .imaging import encode_jpeg_b64
+from .interrupts import run_interruptible
 from .progress import Progress
 from .prompts import PromptSettings
 from .records import SERVER_ERROR, naming, record_spoiled, to_json_line, watch_appended
@@ -148,6 +149,7 @@ class Runner:
         self.settings = config.prompt
         self.episodes = episodes
         self.provenance = provenance or {}
+        self.stop_requested = False     # set by Ctrl-C: no new episode starts
         self.folder = RunFolder(config.out, self.RESUME_KEYS, self.FREE_SETTINGS,
                                 asdict(EvalConfig(out="")))
         self.out = self.folder.out
@@ -287,7 +289,7 @@ class Runner:
             self.progress.show()
 
         async def worker():
-            while True:
+            while not self.stop_requested:
                 try:
                     index = claim()
                 except StopIteration:
@@ -489,4 +491,5 @@ def run_eval(agent: Agent, config: EvalConfig, episodes: list[EpisodeSpec],
              provenance: dict | None = None) -> dict:
     """Run an evaluation to completion (or until interrupted; rerun with resume=True)."""
     runner = Runner(agent, config, episodes, provenance)
-    return asyncio.run(runner.run())
+    return run_interruptible(runner.run(), on_stop=lambda: setattr(runner, "stop_requested",
+                                                                   True))

@@ -61,6 +61,7 @@ from .agents import Episode, Turn
 from .conversation import episode_instructions
 from .faults import FailureBreaker, RunAborted, failure_reason
 from .files import write_new_file
+from .interrupts import run_interruptible
 from .progress import Progress
 from .prompts import PromptSettings
 from .records import RecordFile, naming, to_json_line, watch_appended
@@ -296,6 +297,7 @@ class Collector:
     def __init__(self, agent, config: RolloutConfig, provenance: dict | None = None):
         self.agent = agent
         self.config = config.validate()
+        self.stop_requested = False     # set by Ctrl-C: no new trajectory starts
         if (config.processes > 1 or config.ray_address) and (
                 getattr(agent, "rebuild", None) is None or config.out is None):
             name = "--ray" if config.ray_address else "--processes"
@@ -542,7 +544,7 @@ class Collector:
         write_lock = asyncio.Lock()
 
         def claimed():
-            while True:
+            while not self.stop_requested:
                 try:
                     index = claim()
                 except StopIteration:
@@ -780,7 +782,9 @@ def _play_chunk(rebuild, config: RolloutConfig, chunk: list, run_id: str,
 
 def run_rollouts(agent, config: RolloutConfig, provenance: dict | None = None) -> dict:
     """Run a rollout collection to its end (or until interrupted; rerun with resume=True)."""
-    return asyncio.run(Collector(agent, config, provenance).run())
+    collector = Collector(agent, config, provenance)
+    return run_interruptible(collector.run(), on_stop=lambda: setattr(collector,
+                                                                      "stop_requested", True))
 
 
 async def collect(policy, env_ids, *, episodes: int = 8, group_size: int = 8,

@@ -158,10 +158,10 @@ class _Task:
     """One served task: its batched env (local, or a Ray actor's), broker and action words."""
 
     def __init__(self, env_id: str, config: ServeConfig, env=None):
-        params = dict(config.params.get(env_id, {}))
-        kwargs = params if config.max_long_side is None else consumer_kwargs(
-            env_id, params, config.max_long_side)
         if env is None:
+            params = dict(config.params.get(env_id, {}))
+            kwargs = params if config.max_long_side is None else consumer_kwargs(
+                env_id, params, config.max_long_side)
             env = make(env_id, config.sessions, max_steps=config.max_steps,
                        autoreset="disabled", reward=config.reward, gamma=config.gamma,
                        **kwargs)

@@ -481,12 +481,14 @@ class _DirectPost:
                                                  request=request)
                 response = await self.transport.handle_async_request(request)
                 response.request = request
-                await self.hook(response)
                 stream = response.stream
                 if isinstance(stream, httpx.ByteStream) and \
                         "content-encoding" not in response.headers:
-                    body = b"".join(stream)   # the transport's whole (bounded) body, as is
+                    # Not encoded: the transport has bounded what it read (a Content-Length
+                    # over the limit is refused unread), which is all the hook would check.
+                    body = b"".join(stream)
                 else:
+                    await self.hook(response)
                     body = await response.aread()   # decoded through the hook's bounds
                 if not response.has_redirect_location:
                     break
