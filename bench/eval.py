@@ -71,26 +71,33 @@ def stop_server(proc, log, timeout_s: float = 10.0) -> None:
     log.close()
 
 
-def launch_fake_server(args: list, folder: str, label: str):
-    """Start tests/fake_openai.py with ``args`` (a source checkout's), its log in
-    ``folder``/server.log; returns (process, log file, log path, base URL) once it listens."""
-    if not SERVER.exists():
-        raise SystemExit(f"{label}: {SERVER} not found (needs a source checkout)")
+def launch_server(cmd: list, folder: str, label: str, timeout_s: float = 120.0):
+    """Start a benchmark's server ``cmd`` (which takes ``--port-file``), its log in
+    ``folder``/server.log; returns (process, log file, log path, port) once it has written its
+    port file."""
     port_file = os.path.join(folder, "port")
     log_path = os.path.join(folder, "server.log")
     log = open(log_path, "w")
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port-file", port_file, *args],
-                            stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
+    proc = subprocess.Popen([*cmd, "--port-file", port_file], stdout=log,
+                            stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout_s
     while not os.path.exists(port_file):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             log.close()
-            raise SystemExit(f"{label}: the fake server did not start:\n"
-                             + open(log_path).read())
+            raise SystemExit(f"{label}: the server did not start:\n" + open(log_path).read())
         time.sleep(0.05)
     with open(port_file) as f:
-        port = int(f.read())
+        return proc, log, log_path, int(f.read())
+
+
+def launch_fake_server(args: list, folder: str, label: str):
+    """Start tests/fake_openai.py with ``args`` (a source checkout's); returns (process, log
+    file, log path, base URL) once it listens."""
+    if not SERVER.exists():
+        raise SystemExit(f"{label}: {SERVER} not found (needs a source checkout)")
+    proc, log, log_path, port = launch_server([sys.executable, str(SERVER), *args], folder,
+                                              label)
     return proc, log, log_path, f"http://127.0.0.1:{port}/v1"
 
 

@@ -16,35 +16,23 @@ import asyncio
 import json
 import multiprocessing
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-from .eval import _cpu_s, stop_server
+from .eval import _cpu_s, launch_server, stop_server
 from .step import _action_pool
 
 
 def _start_server(args, folder: str):
-    port_file = os.path.join(folder, "port")
-    log_path = os.path.join(folder, "server.log")
-    log = open(log_path, "w")
     cmd = [sys.executable, "-m", "visgym.bridges.cli", "serve", "--tasks", args.env, "--port", "0",
-           "--port-file", port_file, "--sessions", str(args.sessions_per_worker),
-           "--workers", str(args.workers), "--window-ms", str(args.window_ms)]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 300
-    while not os.path.exists(port_file):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log.close()
-            raise SystemExit("bench serve: the server did not start:\n" + open(log_path).read())
-        time.sleep(0.05)
+           "--sessions", str(args.sessions_per_worker), "--workers", str(args.workers),
+           "--window-ms", str(args.window_ms)]
+    proc, log, _, port = launch_server(cmd, folder, "bench serve", timeout_s=300.0)
     time.sleep(0.5 if args.workers > 1 else 0.0)   # the other workers' startup
-    with open(port_file) as f:
-        return proc, log, int(f.read())
+    return proc, log, port
 
 
 def _client_process(url: str, env_id: str, sessions: list, warmup: float, seconds: float,
