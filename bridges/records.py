@@ -79,9 +79,14 @@ def record_success(record: dict) -> bool:
     return record.get("success") is True
 
 
+def compact_json(value) -> str:
+    """``value`` as compact JSON text (NumPy scalars and arrays as plain values)."""
+    return _COMPACT.encode(value)
+
+
 def to_json_line(record: dict) -> str:
-    """A record as one compact JSON line (NumPy scalars and arrays as plain values)."""
-    return json.dumps(record, separators=(",", ":"), default=_json_default) + "\n"
+    """A record as one compact JSON line (``compact_json``)."""
+    return compact_json(record) + "\n"
 
 
 def _json_default(value):
@@ -90,6 +95,10 @@ def _json_default(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+# One encoder for every call: json.dumps builds a new one per call when given options.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), default=_json_default)
 
 
 @contextlib.contextmanager

@@ -624,6 +624,13 @@ def test_openai_agent_gets_a_decoded_reply_through_the_lean_transport(monkeypatc
     head, body = server.requests[0]
     assert b"authorization: bearer sk-test" in head.lower()
     assert json.loads(body) == {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    # The SDK's headers win over the httpx client's of the same name, as the SDK's own request
+    # path merges them: one Accept, one User-Agent, no header twice.
+    lines = head.lower().split(b"\r\n")[1:]
+    names = [line.split(b":")[0] for line in lines if line]
+    assert len(names) == len(set(names))
+    assert b"accept: application/json" in lines and b"content-length: %d" % len(body) in lines
+    assert any(line.startswith(b"user-agent: asyncopenai/python") for line in lines)
 
 
 @pytest.mark.parametrize("transport", ["lean", "httpx"])

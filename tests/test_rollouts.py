@@ -15,14 +15,16 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fake_openai import FakeOpenAI, fake_tokens
 from visgym.bridges import cli
 from visgym.bridges.rollout_export import image_shas, materialize
 from visgym.bridges.rollout_policy import TokenOpenAIAgent
+from visgym.bridges.records import to_json_line
 from visgym.bridges.rollouts import (STOP_REASONS, Collector, RolloutConfig, collect,
-                                     plan_groups, run_rollouts)
+                                     plan_groups, run_rollouts, trajectory_line)
 
 TESTS = Path(__file__).resolve().parent
 KEY_ENV = "VISGYM_TEST_KEY"
@@ -475,6 +477,37 @@ def test_in_process_collector_takes_a_plain_function_and_writes_a_run_folder(tmp
     assert records(tmp_path / "run") == result.trajectories
     assert all(r["sampling"] == {"temperature": 0.7} and r["turns"][0]["token_ids"] is None
                for r in result.trajectories)
+
+
+@pytest.mark.parametrize("history", [-1, 2])
+def test_turns_share_their_recorded_messages_and_lines_are_plain_json(history):
+    def policy(conversations):
+        return ["('move', 0)" for _ in conversations]
+
+    result = asyncio.run(collect(policy, ["maze_2d/easy"], episodes=1, group_size=1,
+                                 max_steps=6, history=history))
+    (record,) = result.trajectories
+    turns = record["turns"]
+    assert len(turns) == 6
+    # Each turn lists the messages as sent; a message sent again is the same recorded dict.
+    for before, after in zip(turns, turns[1:]):
+        shared = [m for m in after["messages"] if any(m is n for n in before["messages"])]
+        if history < 0:
+            assert len(shared) == len(after["messages"]) - 2     # all but the two new ones
+        elif before["step"] > 0:   # turn 1 resends none of turn 0's: its first is rebuilt
+            assert shared
+    if history > 0:   # the window's first message is rebuilt (instructions prepended)
+        assert len(turns[-1]["messages"]) == 2 * history + 1
+        assert turns[-1]["messages"][0] is not turns[-2]["messages"][0]
+    # The fast line is the plain JSON line, byte for byte, for this record and odd ones.
+    assert trajectory_line(record) == to_json_line(record)
+    odd = [{}, {"turns": []}, {"turns": [{"step": 0, "messages": []}]},
+           {"turns": [{"messages": [], "step": 1}], "after": True},
+           {"a": np.int64(3), "turns": [{"step": np.int32(2), "messages": [
+               {"role": "user", "content": "h\u00e9 \ud83d\ude00"}, {"role": "assistant"}],
+               "reward": np.float32(0.5)}, "not a turn"]}]
+    for value in odd:
+        assert trajectory_line(value) == to_json_line(value)
 
 
 def test_in_process_policy_errors_reach_the_caller():
