@@ -81,8 +81,7 @@ class _CpuSampler:
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
 
     def _now_cpu(self) -> float:
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        total = own.ru_utime + own.ru_stime
+        total = _cpu_self_and_children()     # with the collector processes already reaped
         for child in multiprocessing.active_children():
             total += _cpu_s(child.pid) or 0.0
         return total
@@ -99,6 +98,8 @@ class _CpuSampler:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        # A last sample, so a window that ends after the thread's last one can still be read.
+        self.samples.append((time.monotonic(), self._now_cpu()))
 
     def at(self, when: float) -> float | None:
         """The CPU seconds at monotonic time ``when`` (linear between samples)."""

@@ -56,7 +56,7 @@ from .run_folder import RunFolder, provenance
 from .splits import EpisodeSpec, task_versions
 from .stepper import Steppers, kwargs_key
 from .turns import EpisodeLoop, Meter, play, step_entry
-from .warmup import warm_up_all
+from .warmup import settled_heap, warm_up_all
 
 __all__ = ["EvalConfig", "Runner", "RunAborted", "run_eval", "error_lines", "error_summary"]
 
@@ -140,6 +140,7 @@ class Runner:
     FREE_SETTINGS = ("concurrency", "gifs", "gifs_per_task", "processes", "abort_after")
     RESUME_KEYS = ("agent", "model", "endpoint", "split", "settings", "tasks", "generation",
                    "dataset")
+    owns_process = False   # a command's own process: the playing loop runs in settled_heap
 
     def __init__(self, agent: Agent, config: EvalConfig, episodes: list[EpisodeSpec],
                  provenance: dict | None = None):
@@ -298,20 +299,21 @@ class Runner:
                     return
                 await one(todo[index])
 
-        tasks = [asyncio.ensure_future(worker())
-                 for _ in range(min(self.config.concurrency, len(todo)))]
         completed = False
-        try:
-            await asyncio.gather(*tasks)
-            completed = True
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            # Interrupted or aborted: only the GIF being written is finished; the queued ones
-            # are written by the resume, which finds them missing.
-            self.gifs.finish(completed)
-            await self._close_agent()
+        with settled_heap(self.owns_process):
+            tasks = [asyncio.ensure_future(worker())
+                     for _ in range(min(self.config.concurrency, len(todo)))]
+            try:
+                await asyncio.gather(*tasks)
+                completed = True
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                # Interrupted or aborted: only the GIF being written is finished; the queued
+                # ones are written by the resume, which finds them missing.
+                self.gifs.finish(completed)
+                await self._close_agent()
         return {"overhead_s": self.meter.overhead_s, "steps": self.meter.steps,
                 "step_calls": self.steppers.calls, "requests": self.progress.requests,
                 "errors": self.progress.errors}
@@ -484,6 +486,7 @@ def _run_share(spec, config: EvalConfig, episodes: list, provenance: dict) -> di
 
     kind, options = spec
     runner = Runner(make_agent(kind, **options), config, episodes, provenance)
+    runner.owns_process = True
     return asyncio.run(runner.run_share())
 
 
@@ -491,5 +494,6 @@ def run_eval(agent: Agent, config: EvalConfig, episodes: list[EpisodeSpec],
              provenance: dict | None = None) -> dict:
     """Run an evaluation to completion (or until interrupted; rerun with resume=True)."""
     runner = Runner(agent, config, episodes, provenance)
+    runner.owns_process = True
     return run_interruptible(runner.run(), on_stop=lambda: setattr(runner, "stop_requested",
                                                                    True))

@@ -70,6 +70,7 @@ from .run_folder import RunFolder, provenance, remove_stale_temp_files
 from .splits import EpisodeSpec, task_versions
 from .stepper import Steppers, kwargs_key
 from .turns import EpisodeLoop
+from .warmup import settled_heap
 
 __all__ = ["STOP_REASONS", "SEED_RULE", "RolloutConfig", "Collector", "Rollouts", "RunAborted",
            "collect", "plan_groups", "rollout_seed", "run_rollouts"]
@@ -350,6 +351,8 @@ class Collector:
                      "ray_address", "ray_chunk")
     RESUME_KEYS = ("agent", "model", "endpoint", "settings", "env_ids", "generation")
 
+    owns_process = False   # a command's own process: the playing loop runs in settled_heap
+
     def __init__(self, agent, config: RolloutConfig, provenance: dict | None = None):
         self.agent = agent
         self.config = config.validate()
@@ -629,13 +632,15 @@ class Collector:
                 self.progress.successes += record["success"]
                 self.progress.show()
 
-        tasks = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(todo)))]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        with settled_heap(self.owns_process):
+            tasks = [asyncio.ensure_future(worker())
+                     for _ in range(min(concurrency, len(todo)))]
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
 
     def _frame_kwargs(self, env_id: str) -> dict:
         if self.config.full_size_frames:
@@ -806,6 +811,7 @@ def _run_share(rebuild, config: RolloutConfig, todo: list, run_id: str,
                provenance: dict) -> dict:
     collector = Collector(rebuild(), config, provenance)
     collector.run_id = run_id
+    collector.owns_process = True
     return asyncio.run(collector.run_share(todo))
 
 
@@ -840,6 +846,7 @@ def _play_chunk(rebuild, config: RolloutConfig, chunk: list, run_id: str,
 def run_rollouts(agent, config: RolloutConfig, provenance: dict | None = None) -> dict:
     """Run a rollout collection to its end (or until interrupted; rerun with resume=True)."""
     collector = Collector(agent, config, provenance)
+    collector.owns_process = True
     return run_interruptible(collector.run(), on_stop=lambda: setattr(collector,
                                                                       "stop_requested", True))
 

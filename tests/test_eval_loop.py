@@ -9,6 +9,7 @@ with batched env steps, and per-episode GIFs.
 """
 import csv
 import dataclasses
+import gc
 import json
 import os
 import time
@@ -58,6 +59,7 @@ def run(server, out, episodes, agent=None, **config):
     config.setdefault("gifs", False)
     config.setdefault("progress", False)
     paths = run_eval(agent or make_agent(server), EvalConfig(out=str(out), **config), episodes)
+    assert gc.get_freeze_count() == 0      # the run's settled heap is thawed again
     records = [json.loads(line) for line in open(Path(out) / "episodes.jsonl")]
     with open(Path(out) / "run.json") as f:
         info = json.load(f)

@@ -6,6 +6,7 @@ faults end trajectories with the right stop reasons; ``--require-logprobs`` refu
 that sends none; a run killed with SIGKILL and resumed records each trajectory exactly once;
 the Parquet export round-trips; the in-process collector batches a trainer's policy."""
 import asyncio
+import gc
 import hashlib
 import json
 import os
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +23,11 @@ import pytest
 from fake_openai import FakeOpenAI, fake_tokens
 from visgym.bridges import cli
 from visgym.bridges.rollout_export import image_shas, materialize
-from visgym.bridges.rollout_policy import TokenOpenAIAgent
+from visgym.bridges.rollout_policy import BatchedPolicyAgent, TokenOpenAIAgent
 from visgym.bridges.records import to_json_line
 from visgym.bridges.rollouts import (STOP_REASONS, Collector, RolloutConfig, collect,
                                      plan_groups, run_rollouts, trajectory_line)
+from visgym.bridges.warmup import settled_heap
 
 TESTS = Path(__file__).resolve().parent
 KEY_ENV = "VISGYM_TEST_KEY"
@@ -508,6 +511,39 @@ def test_turns_share_their_recorded_messages_and_lines_are_plain_json(history):
                "reward": np.float32(0.5)}, "not a turn"]}]
     for value in odd:
         assert trajectory_line(value) == to_json_line(value)
+
+
+def test_commands_play_with_the_start_up_heap_frozen_and_thaw_it_after(tmp_path):
+    seen = []
+
+    def policy(conversations):
+        seen.append(gc.get_freeze_count())
+        return ["('stop', 'stop')" for _ in conversations]
+
+    assert gc.get_freeze_count() == 0
+    config = RolloutConfig(env_ids=["maze_2d/easy"], episodes=1, group_size=2, preflight=False,
+                           out=str(tmp_path / "run"), progress=False)
+    assert run_rollouts(BatchedPolicyAgent(policy), config)["stop_reasons"] == {"stopped": 2}
+    assert min(seen) > 10_000 and gc.get_freeze_count() == 0
+    # A trainer's own process (collect) is left as it is.
+    seen.clear()
+    asyncio.run(collect(policy, ["maze_2d/easy"], episodes=1, group_size=2))
+    assert seen == [0] and gc.get_freeze_count() == 0
+
+
+def test_settled_heap_keeps_a_frozen_cycle_until_the_block_ends():
+    class Node:
+        pass
+
+    node = Node()
+    node.loop = node
+    alive = weakref.ref(node)
+    with settled_heap():
+        del node
+        gc.collect()
+        assert alive() is not None          # frozen: not collected inside the block
+    gc.collect()
+    assert alive() is None and gc.get_freeze_count() == 0
 
 
 def test_in_process_policy_errors_reach_the_caller():
