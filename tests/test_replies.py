@@ -5,6 +5,7 @@ the loop (``encodable``, ``bound_reply``: what is stored and resent can always b
 is bounded)."""
 import ast
 import inspect
+import re
 import time
 
 import pytest
@@ -218,6 +219,34 @@ def test_literal_parsing_uses_the_bounded_parser_only():
     assert not names & {"eval", "exec", "compile", "literal_eval"}
     assert "literal_eval" not in attributes
     assert "parse_literal" in names
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(st.from_regex(replies._SIMPLE_TUPLE, fullmatch=True))
+def test_the_fast_shape_only_takes_what_the_parser_reads_as_a_string_headed_tuple(text):
+    # The candidate scan takes texts of this shape without parsing them: each must be exactly
+    # what the parser would have accepted.
+    ok, value = replies.parse_literal(text)
+    assert ok and type(value) is tuple and value and isinstance(value[0], str)
+
+
+ODD_SHAPES = ["('stop')", "('a' 'b', 1)", "('a', 01)", "('a', 1,,)", "('a\\'', 1)",
+              "('a', 1.5)", "(('a', 1),)", "('a', 1 2)", "(move, 2)", "( 'a' , -0 , )"]
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(st.lists(st.one_of(st.from_regex(replies._SIMPLE_TUPLE, fullmatch=True),
+                          st.sampled_from(ODD_SHAPES),
+                          st.text(alphabet="()'\", ,ab-019", max_size=12)), max_size=6),
+       st.booleans())
+def test_the_fast_shape_never_changes_what_is_extracted(parts, first):
+    reply = " then ".join(parts)
+    fast = extract_action(reply, first=first)
+    kept, replies._SIMPLE_TUPLE = replies._SIMPLE_TUPLE, re.compile(r"(?!)")   # never matches
+    try:
+        assert extract_action(reply, first=first) == fast
+    finally:
+        replies._SIMPLE_TUPLE = kept
 
 
 # -- the malformed strings of the parity recordings (parity/README.md, "malformed") -------------
