@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+import orjson
+
 from .base import CONTEXT_REPLY, IMAGES_REPLY, MAX_ERROR_CHARS
 
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
@@ -111,7 +113,19 @@ def _check_endpoint(url: str, what: str) -> None:
         raise ValueError(f"{what}: {shown!r} has no host name")
 
 def _json_body(content: bytes):
-    """The JSON value of a response body; ``_BadBody`` naming why where there is none."""
+    """The JSON value of a response body; ``_BadBody`` naming why where there is none.
+
+    orjson reads it (a vLLM answer with log-probabilities in ~1/6 of the stdlib's time); what
+    orjson refuses (not UTF-8, a lone surrogate escape, NaN, deep nesting) is read by the
+    stdlib, as before, whose value or message then stands. One difference: orjson reads an
+    integer over 64 bits as a float (no chat-completions field holds one)."""
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return _stdlib_json_body(content)
+
+
+def _stdlib_json_body(content: bytes):
     try:
         return json.loads(content)
     except UnicodeDecodeError as e:
