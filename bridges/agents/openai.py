@@ -288,9 +288,14 @@ class OpenAIAgent(PreflightChecks, Agent):
                 if i >= len(encoded) or encoded[i][0] is not message:
                     encoded[i:i + 1] = [(message, _json_bytes(message))]
             head = _json_bytes({"model": self.model, **fields})
-            # One copy of the (growing) history per request: bytes joined once.
-            body = b"".join((head[:-1], b", " if len(head) > 2 else b"", b'"messages": [',
-                             b", ".join([e for _, e in encoded]), b"]}"))
+            # One copy of the (growing) history per request: every piece joined at once.
+            parts = [head[:-1], b", " if len(head) > 2 else b"", b'"messages": [']
+            for k, (_, text) in enumerate(encoded):
+                if k:
+                    parts.append(b", ")
+                parts.append(text)
+            parts.append(b"]}")
+            body = b"".join(parts)
             direct = getattr(client, "_visgym_direct", None)
             if direct is not None:
                 return _json_body(await direct.post(body))
