@@ -121,6 +121,21 @@ def step_heading(walls, agent, heading, kind, ints, rows, move_kind, turn_kind, 
             changed[b] = True
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _successor(walls, width, state, a):
+    """The search state ((row * width + col) * 4 + heading) that action ``a`` leads to from
+    ``state``; -1 for a move into a wall or off the map."""
+    cell = state // 4
+    d = state % 4
+    if a != ACT_MOVE:
+        return cell * 4 + (d + TURN_DELTA[a]) % 4
+    nr = cell // width + FWD_DROW[d]
+    nc = cell % width + FWD_DCOL[d]
+    if not (0 <= nr < walls.shape[0] and 0 <= nc < width) or walls[nr, nc] != 0:
+        return -1
+    return (nr * width + nc) * 4 + d
+
+
 @njit(cache=True, nogil=True)
 def plan_actions(walls, start_r, start_c, start_d, goal_r, goal_c, out):
     """Breadth-first search over (cell, heading) with unit-cost actions (move, turn left, turn
@@ -144,20 +159,9 @@ def plan_actions(walls, start_r, start_c, start_d, goal_r, goal_c, out):
     while head < tail:
         cur = queue[head]
         head += 1
-        cell = cur // 4
-        d = cur % 4
-        r = cell // width
-        c = cell % width
         for a in range(4):
-            if a == ACT_MOVE:
-                nr = r + FWD_DROW[d]
-                nc = c + FWD_DCOL[d]
-                if not (0 <= nr < height and 0 <= nc < width) or walls[nr, nc] != 0:
-                    continue
-                nxt = (nr * width + nc) * 4 + d
-            else:
-                nxt = cell * 4 + (d + TURN_DELTA[a]) % 4
-            if parent[nxt] >= 0:
+            nxt = _successor(walls, width, cur, a)
+            if nxt < 0 or parent[nxt] >= 0:
                 continue
             parent[nxt] = cur
             action[nxt] = a
@@ -245,6 +249,7 @@ def heading_distances(walls, agent, heading, target, unreachable, out):
         if start_cell == goal_cell:
             out[b] = 0
             continue
+        row_walls = walls[b]
         stamp = b + 1
         start = start_cell * 4 + heading[b]
         seen[start] = stamp
@@ -256,22 +261,13 @@ def heading_distances(walls, agent, heading, target, unreachable, out):
         while head < tail and found < 0:
             cur = queue[head]
             head += 1
-            cell = cur // 4
-            d = cur % 4
-            r = cell // width
-            c = cell % width
             for a in range(4):
-                if a == ACT_MOVE:
-                    nr = r + FWD_DROW[d]
-                    nc = c + FWD_DCOL[d]
-                    if not (0 <= nr < height and 0 <= nc < width) or walls[b, nr, nc] != 0:
-                        continue
-                    if nr * width + nc == goal_cell:
-                        found = dist[cur] + 1
-                        break
-                    nxt = (nr * width + nc) * 4 + d
-                else:
-                    nxt = cell * 4 + (d + TURN_DELTA[a]) % 4
+                nxt = _successor(row_walls, width, cur, a)
+                if nxt < 0:
+                    continue
+                if a == ACT_MOVE and nxt // 4 == goal_cell:
+                    found = dist[cur] + 1
+                    break
                 if seen[nxt] == stamp:
                     continue
                 seen[nxt] = stamp
