@@ -62,12 +62,22 @@ from ..core.seeding import check_seeds
 from ..core.validate import describe, integer, one_of, optional_integer, real
 
 __all__ = ["VisGymAction", "VisGymObservation", "VisGymState", "ServeConfig", "VisGymServer",
-           "VisGymEnvironment", "create_server_app", "serve", "VisGymClient"]
+           "VisGymEnvironment", "RequestError", "EpisodeStateError", "create_server_app", "serve",
+           "VisGymClient"]
 
 RESET_ARGUMENTS = ("seed", "episode_id", "task")
 
 
 # ------------------------------------------------------------------------------- models
+class RequestError(ValueError):
+    """A reset or step argument the server cannot take (a session gets the message as an
+    error; the stateless HTTP endpoints answer 422 with it)."""
+
+
+class EpisodeStateError(RuntimeError):
+    """A step the session's episode does not allow: none yet, or it has ended (HTTP: 409)."""
+
+
 class VisGymAction(Action):
     """A step's action: the action text (``"('move', 1)"``) or a model's whole reply."""
 
@@ -200,7 +210,7 @@ class VisGymServer:
     def task(self, env_id) -> _Task:
         served = self.tasks.get(env_id) if isinstance(env_id, str) else None
         if served is None:
-            raise ValueError(f"task: {describe(env_id)} is not served here; the served tasks "
+            raise RequestError(f"task: {describe(env_id)} is not served here; the served tasks "
                              f"are {', '.join(self.tasks)}")
         return served
 
@@ -237,10 +247,13 @@ class VisGymEnvironment(Environment):
     # -- reset ------------------------------------------------------------------------------
     def _prepare_reset(self, seed, task, extra) -> tuple:
         if extra:
-            raise ValueError(f"reset: unknown argument(s) {', '.join(sorted(extra))}; reset "
+            raise RequestError(f"reset: unknown argument(s) {', '.join(sorted(extra))}; reset "
                              f"takes {', '.join(RESET_ARGUMENTS)}")
         if seed is not None:
-            seed = int(check_seeds([seed], 1, "seed")[0])
+            try:
+                seed = int(check_seeds([seed], 1, "seed")[0])
+            except ValueError as error:
+                raise RequestError(str(error)) from None
         if task is None:
             served = self._task or self._server.task(self._server.default_task)
         else:
@@ -280,14 +293,14 @@ class VisGymEnvironment(Environment):
     # -- step -------------------------------------------------------------------------------
     def _prepare_step(self, action) -> str:
         if not self._started:
-            raise RuntimeError("step: no episode yet; send reset first (a stateless HTTP "
+            raise EpisodeStateError("step: no episode yet; send reset first (a stateless HTTP "
                                "/step has no episode: use a WebSocket session at /ws)")
         if self._done:
-            raise RuntimeError("step: the episode ended (done was true); send reset to start "
+            raise EpisodeStateError("step: the episode ended (done was true); send reset to start "
                                "another")
         text = action.action if isinstance(action, VisGymAction) else action
         if not isinstance(text, str):
-            raise ValueError(f"action: expected the action text, got {describe(text)}")
+            raise RequestError(f"action: expected the action text, got {describe(text)}")
         served = self._task
         return read_action(text, served.words, served.names)
 
@@ -374,8 +387,18 @@ def create_server_app(config: ServeConfig):
                      max_concurrent_envs=config.sessions)
     app.state.visgym = server
     app.add_middleware(_QuietDisconnects)
+    # A caller's mistake over the stateless HTTP endpoints is answered as one, not logged as a
+    # server error with a traceback.
+    for error, status in ((RequestError, 422), (EpisodeStateError, 409)):
+        app.add_exception_handler(error, functools.partial(_refused, status))
     app.router.on_shutdown.append(server.close)
     return app
+
+
+async def _refused(status: int, request, error: Exception):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"detail": str(error)}, status_code=status)
 
 
 _CONFIG_ENV = "VISGYM_SERVE_CONFIG"

@@ -205,10 +205,14 @@ def test_capacity_and_the_stateless_http_endpoints(served):
     reset = requests.post(served.url + "/reset", json={"seed": 7}, timeout=30).json()
     assert reset["observation"]["seed"] == 7 and reset["done"] is False
     assert reset["observation"]["image"] == local_episode("maze_2d/easy", 7, [])[1][0][0]
-    # A stateless /step has no episode behind it.
+    # A stateless /step has no episode behind it; the caller's mistakes are answered as such.
     step = requests.post(served.url + "/step", json={"action": {"action": "('move', 1)"}},
                          timeout=30)
-    assert step.status_code >= 400
+    assert step.status_code == 409 and "no episode yet" in step.json()["detail"]
+    for body, said in (({"task": "sliding_block/easy"}, "not served here"),
+                       ({"seed": 2**64}, "seed"), ({"colour": 1}, "unknown argument")):
+        refused = requests.post(served.url + "/reset", json=body, timeout=30)
+        assert refused.status_code == 422 and said in refused.json()["detail"], body
     wait_for_sessions_to_end(served)
     clients = [served.client() for _ in range(8)]
     try:
