@@ -212,7 +212,8 @@ _COMPILE_WEIGHT = {"matchstick_equation": 31, "patch_reassembly": 14, "mental_ro
 @contextlib.contextmanager
 def settled_heap(enabled: bool = True):
     """While the block runs, what was alive at its start is left out of garbage collection
-    (``gc.freeze``, after one full collection); at its end it is put back (``gc.unfreeze``).
+    (``gc.freeze``); at its end it is put back (``gc.unfreeze``), garbage included, for the
+    collector's next full pass. Both are list splices: no collection runs here.
 
     For the playing loop of a command's own process (``visgym eval``, ``visgym rollouts`` and
     their worker processes), once the start-up is over. The modules, compiled kernels and envs
@@ -223,7 +224,6 @@ def settled_heap(enabled: bool = True):
     if not enabled:
         yield
         return
-    gc.collect()
     gc.freeze()
     try:
         yield
