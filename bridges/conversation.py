@@ -20,7 +20,7 @@ import re
 
 from .imaging import data_url
 
-__all__ = ["VERBALIZE_SUFFIX", "GOAL_TEXT", "REPLY_TEMPLATE", "episode_instructions",
+__all__ = ["MessageMemo", "VERBALIZE_SUFFIX", "GOAL_TEXT", "REPLY_TEMPLATE", "episode_instructions",
            "turn_text", "user_content", "prune_history", "sharegpt_turns"]
 
 VERBALIZE_SUFFIX = ("\n\nVerbalize your reasoning in <think>\u2026</think> and give the final "
@@ -68,6 +68,32 @@ def user_content(text: str, image_b64: str | None, goal_b64: str | None = None,
         content += [{"type": "text", "text": GOAL_TEXT},
                     {"type": "image_url", "image_url": {"url": data_url(goal_b64)}}]
     return content
+
+
+class MessageMemo:
+    """``convert(message)`` for each message of one episode's conversation, computed once per
+    message: ``memo(messages)`` gives the converted list.
+
+    The conversation is resent every turn, so converting it anew per turn (a request's JSON, a
+    record's copy) is quadratic in the episode's length. A message is known by identity: the
+    loop never changes a message it has sent, and ``prune_history`` builds a new first message
+    rather than editing the old one. Only the messages of the last call are kept, so a history
+    window does not grow the memo. A message sent again gets the same converted object."""
+
+    def __init__(self, convert):
+        self._convert = convert
+        self._memo: dict = {}    # id(message) -> (message, converted); the message pins its id
+
+    def __call__(self, messages: list) -> list:
+        memo, kept, out = self._memo, {}, []
+        for message in messages:
+            hit = memo.get(id(message))
+            converted = hit[1] if hit is not None and hit[0] is message \
+                else self._convert(message)
+            kept[id(message)] = (message, converted)
+            out.append(converted)
+        self._memo = kept
+        return out
 
 
 def prune_history(messages: list, k: int, instructions: str) -> list:

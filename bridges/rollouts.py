@@ -58,7 +58,7 @@ from ..core import make
 from ..core.registry import consumer_kwargs
 from ..core.registry import spec as env_spec
 from .agents import Episode, Turn
-from .conversation import episode_instructions
+from .conversation import MessageMemo, episode_instructions
 from .faults import FailureBreaker, RunAborted, failure_reason
 from .files import write_new_file
 from .interrupts import run_interruptible
@@ -299,30 +299,6 @@ def stored_message(message: dict, shas: dict) -> dict:
         else:
             parts.append(dict(part))
     return {"role": message["role"], "content": parts}
-
-
-class MessageMemo:
-    """One episode's recorded messages, each converted once (``stored_message``).
-
-    The conversation is resent every turn, so each turn's record lists the whole history.
-    Converting it anew per turn was quadratic in the episode's length, and so were the live
-    dicts the garbage collector walked. A message the loop sends again (the same dict; the loop
-    never changes one it has sent) gets the same recorded dict, so the turns of a record share
-    their message dicts: copy one before changing it."""
-
-    def __init__(self):
-        self._memo: dict = {}    # id(message) -> (message, recorded); the message pins its id
-
-    def __call__(self, messages: list, shas: dict) -> list:
-        memo, kept, out = self._memo, {}, []
-        for message in messages:
-            hit = memo.get(id(message))
-            stored = hit[1] if hit is not None and hit[0] is message \
-                else stored_message(message, shas)
-            kept[id(message)] = (message, stored)
-            out.append(stored)
-        self._memo = kept
-        return out
 
 
 def _failed_stop(reply) -> str | None:
@@ -697,7 +673,7 @@ class Collector:
                           seed=spec.episode_seed, grammar=env.grammar)
         encoder = stepper.encoders[slot]
         shas: dict = {}
-        recorded = MessageMemo()
+        recorded = MessageMemo(lambda message: stored_message(message, shas))
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
         while not loop.done:
             t0 = clock()
@@ -719,7 +695,7 @@ class Collector:
                 state["usage"] = usage
                 for k in usage:
                     usage[k] += reply.usage.get(k) or 0
-            entry = _turn_entry(loop.step, recorded(messages, shas), reply, before)
+            entry = _turn_entry(loop.step, recorded(messages), reply, before)
             turns.append(entry)
             state["stop"] = _failed_stop(reply)
             if state["stop"] is not None:   # not the model's answer: it ends unstepped

@@ -23,7 +23,7 @@ import visgym
 from fake_openai import FakeOpenAI, solver_entries
 from visgym.bridges import cli
 from visgym.bridges.agents import GenerationSettings, OpenAIAgent
-from visgym.bridges.conversation import GOAL_TEXT
+from visgym.bridges.conversation import GOAL_TEXT, MessageMemo, prune_history
 from visgym.bridges.evaluate import EvalConfig, run_eval
 from visgym.bridges.imaging import decode_b64_image
 from visgym.bridges.replies import extract_action
@@ -247,6 +247,28 @@ def test_garbage_replies_burn_the_budget(tmp_path, episodes):
 
 
 # ------------------------------------------------------------------------------ ablations
+@pytest.mark.parametrize("window", [-1, 2])
+def test_message_memo_converts_each_message_sent_once(window):
+    # What the request encoder and the rollout records rely on: with the whole history or a
+    # sliding window (whose first message is rebuilt every turn), each message dict sent is
+    # converted once, and a message sent again gets the same converted object.
+    calls = []
+    memo = MessageMemo(lambda message: calls.append(message) or {"of": message["content"]})
+    messages, sent, previous = [], [], {}
+    for step in range(6):
+        if step and window > 0:
+            messages = prune_history(messages, window, "INSTRUCTIONS ")
+        messages.append({"role": "user", "content": [{"type": "text", "text": f"step {step}"}]})
+        converted = memo(list(messages))
+        assert [c["of"] for c in converted] == [m["content"] for m in messages]
+        for message, c in zip(messages, converted):
+            assert previous.get(id(message), c) is c
+            previous[id(message)] = c
+        sent += messages
+        messages.append({"role": "assistant", "content": f"reply {step}"})
+    assert len(calls) == len({id(m) for m in sent})
+
+
 def test_history_window_of_two(tmp_path, episodes, entries):
     with FakeOpenAI(policy="solver") as server:
         for entry in entries:

@@ -533,7 +533,7 @@ def test_commands_play_with_the_start_up_heap_frozen_and_thaw_it_after(tmp_path)
 
 def test_settled_heap_keeps_a_frozen_cycle_until_the_block_ends():
     class Node:
-        pass
+        """Refers to itself: only the cyclic collector can free it."""
 
     node = Node()
     node.loop = node

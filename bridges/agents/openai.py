@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from ..conversation import MessageMemo
 from ..replies import bound_reply
 from .base import (EMPTY_REPLY, EXHAUSTED_REPLY, MAX_ERROR_CHARS, Agent, AgentFatalError, Reply,
                    Turn)
@@ -282,15 +283,15 @@ class OpenAIAgent(PreflightChecks, Agent):
             return await client.chat.completions.create(model=self.model, messages=messages,
                                                         **fields)
         if _post_takes_content(client):
-            encoded = cache.setdefault("messages", []) if cache is not None else []
-            del encoded[len(messages):]
-            for i, message in enumerate(messages):
-                if i >= len(encoded) or encoded[i][0] is not message:
-                    encoded[i:i + 1] = [(message, _json_bytes(message))]
+            memo = None if cache is None else cache.get("messages")
+            if memo is None:
+                memo = MessageMemo(_json_bytes)
+                if cache is not None:
+                    cache["messages"] = memo
             head = _json_bytes({"model": self.model, **fields})
             # One copy of the (growing) history per request: every piece joined at once.
             parts = [head[:-1], b", " if len(head) > 2 else b"", b'"messages": [']
-            for k, (_, text) in enumerate(encoded):
+            for k, text in enumerate(memo(messages)):
                 if k:
                     parts.append(b", ")
                 parts.append(text)
